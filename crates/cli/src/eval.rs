@@ -1,0 +1,150 @@
+//! `neuralcore eval beir`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use neuralcore_core::DocKey;
+use neuralcore_engine::Engine;
+use neuralcore_eval::{BeirDataset, QueryMetrics, Summary};
+
+/// Documents to rank per query (Recall@100 needs 100).
+const DEPTH_DOCS: usize = 100;
+
+pub fn beir(
+    json: bool,
+    quiet: bool,
+    engine: &Engine,
+    dir: &Path,
+    split: &str,
+    collection: Option<String>,
+    per_query: Option<&Path>,
+) -> Result<()> {
+    let ds = BeirDataset::open(dir, split)?;
+    for w in &ds.warnings {
+        if !quiet {
+            eprintln!("warning: {w}");
+        }
+    }
+    let collection = collection.unwrap_or_else(|| crate::beir_collection(dir));
+    let mut progress = crate::output::Progress::new(json || quiet);
+    let t0 = Instant::now();
+    let summary = engine.ingest(
+        std::slice::from_ref(&ds.corpus_path),
+        &collection,
+        &mut progress,
+    )?;
+    progress.finish();
+    if summary.failed > 0 {
+        anyhow::bail!(
+            "cannot ingest {}: {}",
+            ds.corpus_path.display(),
+            summary
+                .errors
+                .first()
+                .map(|e| e.message.as_str())
+                .unwrap_or("failed")
+        );
+    }
+    let ingest_ms = t0.elapsed().as_millis() as u64;
+    let reused = summary.skipped == 1;
+    // Document key → BEIR ids (identical texts under two ids are stored once).
+    let store = engine.store();
+    let mut ids: HashMap<DocKey, Vec<String>> = HashMap::new();
+    for k in store.document_keys(&collection)? {
+        if let Some(d) = store.document(&collection, k)? {
+            let mut ext: Vec<String> = d
+                .provenance
+                .iter()
+                .filter_map(|p| p.external_id.clone())
+                .collect();
+            ext.sort();
+            ext.dedup();
+            ids.insert(k, ext);
+        }
+    }
+    engine.keyword_index(&collection)?; // open and sync before timing
+    let mut out = match per_query {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut metrics = Vec::with_capacity(ds.queries.len());
+    let mut latencies = Vec::with_capacity(ds.queries.len());
+    for q in &ds.queries {
+        let start = Instant::now();
+        let mut depth = DEPTH_DOCS * 3;
+        let ranked = loop {
+            let hits = engine.search_keys(&collection, &q.text, depth)?;
+            let mut ranked: Vec<String> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for h in &hits {
+                if seen.insert(h.doc) {
+                    if let Some(ext) = ids.get(&h.doc) {
+                        ranked.extend(ext.iter().cloned());
+                    }
+                }
+            }
+            if ranked.len() >= DEPTH_DOCS || hits.len() < depth {
+                ranked.truncate(DEPTH_DOCS);
+                break ranked;
+            }
+            depth *= 4;
+        };
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        let qrels = ds.qrels_for(&q.id).cloned().unwrap_or_default();
+        let m = QueryMetrics::compute(&ranked, &qrels);
+        if let Some(f) = out.as_mut() {
+            let line = serde_json::json!({
+                "query_id": q.id, "metrics": m, "latency_ms": ms,
+                "top10": ranked.iter().take(10).collect::<Vec<_>>(),
+                "relevant": qrels,
+            });
+            writeln!(f, "{line}")?;
+        }
+        metrics.push(m);
+        latencies.push(ms);
+    }
+    if let Some(mut f) = out {
+        f.flush()?;
+    }
+    let s = Summary::from(&metrics, &latencies);
+    let cfg = engine.config();
+    if json {
+        let v = serde_json::json!({
+            "dataset": dir.display().to_string(),
+            "split": split,
+            "collection": collection,
+            "mode": "keyword",
+            "corpus_reused": reused,
+            "ingest_ms": ingest_ms,
+            "config": {
+                "keyword": cfg.keyword, "analyzer": cfg.analyzer,
+                "chunk_tokens": cfg.ingest.chunk_tokens, "chunk_overlap": cfg.ingest.chunk_overlap,
+            },
+            "summary": s,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        if !quiet {
+            let how = if reused {
+                "corpus unchanged, index reused".to_string()
+            } else {
+                match &summary {
+                    s if s.ingested > 0 => format!(
+                        "corpus ingested: {} documents in {:.2} s",
+                        s.documents,
+                        ingest_ms as f64 / 1000.0
+                    ),
+                    _ => "corpus ready".into(),
+                }
+            };
+            println!("{} ({split}): {} queries; {how}", dir.display(), s.queries);
+        }
+        print!("{}", s.table("bm25"));
+    }
+    Ok(())
+}

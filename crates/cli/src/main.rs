@@ -1,0 +1,421 @@
+//! `neuralcore`: the command-line tool.
+//!
+//! Exit codes: 0 success; 1 failure (including an ingest where any file failed);
+//! 2 bad usage.
+
+mod eval;
+mod output;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use neuralcore_core::DEFAULT_COLLECTION;
+use neuralcore_engine::{Config, Engine};
+
+/// neuralcore — retrieval you can trust, with the evidence attached.
+///
+/// Ingest folders of documents (txt, md, html, pdf, json, jsonl, csv) into an embedded
+/// store in the data dir, then search them. Everything runs in this one process.
+#[derive(Parser, Debug)]
+#[command(name = "neuralcore", version, about, long_about)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Global {
+    /// Data dir holding the store, indexes and neuralcore.toml.
+    #[arg(
+        long,
+        global = true,
+        env = "NEURALCORE_HOME",
+        default_value = ".neuralcore"
+    )]
+    data_dir: PathBuf,
+    /// Config file (default: <data dir>/neuralcore.toml). NEURALCORE_<SECTION>_<KEY>
+    /// environment variables override its keys.
+    #[arg(long, global = true, env = "NEURALCORE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// More logging on stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Ingest files and folders (recursively) into a collection.
+    ///
+    /// Unchanged files are skipped; a changed file replaces its chunks atomically;
+    /// identical content from two paths is stored once with both provenances. Each
+    /// failing file gets one error line and the rest goes on; the exit code is 1 when
+    /// any file failed.
+    Ingest {
+        /// Files and folders.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Collection to ingest into (created when missing).
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+        /// Only take files matching this glob inside folders (repeatable; replaces
+        /// ingest.include).
+        #[arg(long)]
+        include: Vec<String>,
+        /// Leave out files or folders matching this glob (repeatable; added to
+        /// ingest.exclude).
+        #[arg(long)]
+        exclude: Vec<String>,
+    },
+    /// Keyword (BM25) search: ranked chunks with score, title, path, section and text.
+    Search {
+        /// The query.
+        query: String,
+        /// Number of chunks to return (default: search.k).
+        #[arg(short)]
+        k: Option<usize>,
+        /// Collection to search.
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+        /// Print whole chunk texts instead of the first 400 characters.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Remove sources and every chunk only they hold. SOURCE is a file, a folder (every
+    /// source under it), or a source id as `neuralcore sources` lists it.
+    Rm {
+        /// Sources to remove.
+        #[arg(required = true)]
+        sources: Vec<String>,
+        /// Collection.
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+    },
+    /// List the sources of a collection.
+    Sources {
+        /// Collection.
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+    },
+    /// List collections, or drop one.
+    Collections {
+        /// Delete this collection and everything in it.
+        #[arg(long, value_name = "NAME")]
+        drop: Option<String>,
+    },
+    /// Evaluate retrieval quality.
+    Eval {
+        #[command(subcommand)]
+        what: EvalCommand,
+    },
+    /// Show or create the configuration.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+    /// Inspect the store (for tests and debugging).
+    #[command(hide = true)]
+    Debug {
+        #[command(subcommand)]
+        what: DebugCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum EvalCommand {
+    /// Evaluate keyword retrieval on a BEIR-format folder (corpus.jsonl, queries.jsonl,
+    /// qrels/<split>.tsv).
+    ///
+    /// The corpus is ingested into its own collection (beir-<folder name>), reused when
+    /// unchanged. Each query retrieves chunks; a document's score is its best chunk's
+    /// score. Reports nDCG@10, Recall@10, Recall@100, MRR@10, P@10, hit@1/5/10 and
+    /// query latency p50/p95/p99 (retrieval only, warm index).
+    Beir {
+        /// The BEIR folder.
+        dir: PathBuf,
+        /// Qrels split to evaluate (qrels/<split>.tsv).
+        #[arg(long, default_value = "test")]
+        split: String,
+        /// Collection to ingest the corpus into (default: beir-<folder name>).
+        #[arg(short, long)]
+        collection: Option<String>,
+        /// Write one JSON line per query (metrics, top 10 ids, latency) to this file.
+        #[arg(long)]
+        per_query: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print the effective configuration (file + environment) as TOML.
+    Show,
+    /// Write the documented default neuralcore.toml into the data dir.
+    Init {
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DebugCommand {
+    /// Print a canonical dump of a collection (without timestamps) and its search state.
+    Dump {
+        /// Collection.
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.global);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(g: &Global) {
+    let level = if g.quiet {
+        "error"
+    } else {
+        match g.verbose {
+            0 => "warn",
+            1 => "info",
+            _ => "debug",
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NEURALCORE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},tantivy=warn")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .without_time()
+        .init();
+}
+
+fn config_path(g: &Global) -> PathBuf {
+    g.config
+        .clone()
+        .unwrap_or_else(|| g.data_dir.join("neuralcore.toml"))
+}
+
+fn load_config(g: &Global) -> Result<Config> {
+    let path = config_path(g);
+    if g.config.is_some() && !path.exists() {
+        anyhow::bail!("config file {} does not exist", path.display());
+    }
+    Ok(Config::load(Some(&path), std::env::vars())?)
+}
+
+fn open(g: &Global, config: Config) -> Result<Engine> {
+    Engine::open(&g.data_dir, config)
+        .with_context(|| format!("cannot open the data dir {}", g.data_dir.display()))
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Ingest {
+            paths,
+            collection,
+            include,
+            exclude,
+        } => {
+            let mut config = load_config(g)?;
+            if !include.is_empty() {
+                config.ingest.include = include;
+            }
+            config.ingest.exclude.extend(exclude);
+            config.validate()?;
+            let engine = open(g, config)?;
+            let mut progress = output::Progress::new(g.json || g.quiet);
+            let summary = engine.ingest(&paths, &collection, &mut progress)?;
+            progress.finish();
+            engine.close()?;
+            output::print_ingest(g.json, g.quiet, &summary)?;
+            Ok(if summary.failed > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Search {
+            query,
+            k,
+            collection,
+            full,
+        } => {
+            let engine = open(g, load_config(g)?)?;
+            let k = k.unwrap_or(engine.config().search.k);
+            let hits = engine.search(&collection, &query, k)?;
+            let terms: Vec<String> = engine
+                .query_terms(&collection, &query)?
+                .into_iter()
+                .map(|t| t.0)
+                .collect();
+            output::print_search(g.json, &engine, &collection, &query, &terms, &hits, full)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rm {
+            sources,
+            collection,
+        } => {
+            let engine = open(g, load_config(g)?)?;
+            let r = engine.remove(&collection, &sources)?;
+            engine.close()?;
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else if !g.quiet {
+                for s in &r.sources {
+                    println!("removed {s}");
+                }
+                println!(
+                    "removed {} source(s), {} document(s) no other source held",
+                    r.sources.len(),
+                    r.removed_documents
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sources { collection } => {
+            let engine = open(g, load_config(g)?)?;
+            let sources = engine.sources(&collection)?;
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&sources)?);
+            } else {
+                for s in &sources {
+                    println!(
+                        "{}\t{}\t{} doc(s)\t{}",
+                        s.source_id,
+                        s.loader,
+                        s.docs.len(),
+                        s.ingested_at
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Collections { drop } => {
+            let engine = open(g, load_config(g)?)?;
+            if let Some(name) = drop {
+                engine.drop_collection(&name)?;
+                if !g.quiet && !g.json {
+                    println!("dropped collection {name}");
+                }
+                if g.json {
+                    println!("{}", serde_json::json!({ "dropped": name }));
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let cols = engine.collections()?;
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&cols)?);
+            } else {
+                println!(
+                    "{:<24} {:>8} {:>10} {:>10}  created",
+                    "collection", "sources", "documents", "chunks"
+                );
+                for c in &cols {
+                    println!(
+                        "{:<24} {:>8} {:>10} {:>10}  {}",
+                        c.name, c.sources, c.documents, c.chunks, c.created_at
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval {
+            what:
+                EvalCommand::Beir {
+                    dir,
+                    split,
+                    collection,
+                    per_query,
+                },
+        } => {
+            let engine = open(g, load_config(g)?)?;
+            eval::beir(
+                g.json,
+                g.quiet,
+                &engine,
+                &dir,
+                &split,
+                collection,
+                per_query.as_deref(),
+            )?;
+            engine.close()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            what: ConfigCommand::Show,
+        } => {
+            print!("{}", load_config(g)?.to_toml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            what: ConfigCommand::Init { force },
+        } => {
+            let path = config_path(g);
+            if path.exists() && !force {
+                anyhow::bail!("{} exists (use --force to overwrite)", path.display());
+            }
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, neuralcore_engine::TEMPLATE)?;
+            if !g.quiet {
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Debug {
+            what: DebugCommand::Dump { collection },
+        } => {
+            let engine = open(g, load_config(g)?)?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&output::dump(&engine, &collection)?)?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Collection name for a BEIR folder: `beir-<folder name>` with other characters as `-`.
+fn beir_collection(dir: &Path) -> String {
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "dataset".into());
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut n = format!("beir-{}", clean.trim_start_matches('.'));
+    n.truncate(64);
+    n
+}

@@ -1,0 +1,14 @@
+//! Core types of neuralcore: documents, chunks and their provenance, the errors of the
+//! storage layer, text normalization, and the traits that every store implements.
+//!
+//! This crate does no I/O and picks no runtime; everything above it (stores, loaders,
+//! indexes, the engine, the CLI) speaks in these types.
+
+pub mod error;
+pub mod store;
+pub mod text;
+pub mod types;
+
+pub use error::{StoreError, StoreResult};
+pub use store::{DocStore, IndexJournal, StoreBatch};
+pub use types::*;

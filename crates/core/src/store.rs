@@ -1,0 +1,80 @@
+//! The document store contract. Backends: an in-memory twin and the embedded redb store
+//! (crate `neuralcore-store`), both checked by one conformance suite.
+//!
+//! All writes go through a [`StoreBatch`], which commits atomically: a reader sees either
+//! none or all of a batch. Each commit that changes a collection's indexed documents bumps
+//! the collection's generation and records an [`IndexJournal`], so a derived index (the
+//! keyword index) that missed the last commit after a crash can catch up by replaying it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::StoreResult;
+use crate::types::{Chunk, CollectionInfo, DocKey, DocumentRecord, SourceRecord};
+
+/// What the last committed batch changed in one collection's indexed content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexJournal {
+    /// Generation after that batch.
+    pub generation: u64,
+    /// Documents removed by that batch.
+    pub removed: Vec<DocKey>,
+    /// Documents added by that batch (after the removals).
+    pub added: Vec<DocKey>,
+}
+
+/// Read access to a document store, plus the start of a write batch.
+pub trait DocStore: Send + Sync {
+    /// Every collection, by name.
+    fn collections(&self) -> StoreResult<Vec<CollectionInfo>>;
+    /// One collection, if it exists.
+    fn collection(&self, name: &str) -> StoreResult<Option<CollectionInfo>>;
+    /// One source.
+    fn source(&self, collection: &str, source_id: &str) -> StoreResult<Option<SourceRecord>>;
+    /// Every source of a collection, ordered by source id.
+    fn sources(&self, collection: &str) -> StoreResult<Vec<SourceRecord>>;
+    /// One document.
+    fn document(&self, collection: &str, key: DocKey) -> StoreResult<Option<DocumentRecord>>;
+    /// Every document key of a collection, ascending.
+    fn document_keys(&self, collection: &str) -> StoreResult<Vec<DocKey>>;
+    /// The chunks of a document, by ordinal.
+    fn chunks(&self, key: DocKey) -> StoreResult<Vec<Chunk>>;
+    /// One chunk.
+    fn chunk(&self, key: DocKey, ordinal: u32) -> StoreResult<Option<Chunk>>;
+    /// The journal of the last batch that changed the collection's indexed documents.
+    fn index_journal(&self, collection: &str) -> StoreResult<IndexJournal>;
+    /// Start a write batch. Only one batch writes at a time; a second caller waits.
+    fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>>;
+}
+
+/// An atomic set of writes. Reads through the batch see its own writes. Dropping a batch
+/// without [`StoreBatch::commit`] discards it.
+pub trait StoreBatch {
+    /// Create a collection if missing.
+    fn ensure_collection(&mut self, name: &str, created_at: &str) -> StoreResult<()>;
+    /// Delete a collection and everything in it.
+    fn delete_collection(&mut self, name: &str) -> StoreResult<()>;
+    /// Read a source as the batch sees it.
+    fn source(&self, collection: &str, source_id: &str) -> StoreResult<Option<SourceRecord>>;
+    /// Insert or replace a source record.
+    fn put_source(&mut self, source: &SourceRecord) -> StoreResult<()>;
+    /// Delete a source record (not its documents: see the engine's ingest logic).
+    fn delete_source(&mut self, collection: &str, source_id: &str) -> StoreResult<()>;
+    /// Read a document as the batch sees it.
+    fn document(&self, collection: &str, key: DocKey) -> StoreResult<Option<DocumentRecord>>;
+    /// Insert or replace a document record.
+    fn put_document(&mut self, doc: &DocumentRecord) -> StoreResult<()>;
+    /// Delete a document and all its chunks.
+    fn delete_document(&mut self, collection: &str, key: DocKey) -> StoreResult<()>;
+    /// Insert or replace a chunk of a document of `collection`.
+    fn put_chunk(&mut self, collection: &str, chunk: &Chunk) -> StoreResult<()>;
+    /// Record that documents left or joined a collection's index in this batch; the
+    /// commit bumps the collection's generation and stores the journal.
+    fn record_index_changes(
+        &mut self,
+        collection: &str,
+        removed: &[DocKey],
+        added: &[DocKey],
+    ) -> StoreResult<()>;
+    /// Make every write durable and visible at once.
+    fn commit(self: Box<Self>) -> StoreResult<()>;
+}

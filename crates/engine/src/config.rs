@@ -1,0 +1,354 @@
+//! `neuralcore.toml`: every setting, its default, and environment overrides.
+//!
+//! The file is looked up as `--config FILE`, else `<data dir>/neuralcore.toml`; a missing
+//! file means defaults. Any key can be overridden by an environment variable
+//! `NEURALCORE_<SECTION>_<KEY>` (upper case), e.g. `NEURALCORE_KEYWORD_K1=0.9` or
+//! `NEURALCORE_INGEST_EXCLUDE='["**/drafts/**"]'`; the value is read as TOML, and as a
+//! plain string when it is not valid TOML. [`TEMPLATE`] documents every key; a test
+//! checks that it parses to the defaults and names every key.
+
+use std::path::Path;
+
+use neuralcore_index::{AnalyzerConfig, Bm25Params, Stopwords};
+use neuralcore_ingest::{LoaderOptions, SentenceChunker, WalkOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::EngineError;
+
+/// All settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[ingest]`
+    pub ingest: IngestConfig,
+    /// `[keyword]`
+    pub keyword: KeywordConfig,
+    /// `[analyzer]`
+    pub analyzer: AnalyzerConfig,
+    /// `[search]`
+    pub search: SearchConfig,
+}
+
+/// `[ingest]`: walking, loading and chunking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Globs a file inside a folder must match (empty: every supported format).
+    pub include: Vec<String>,
+    /// Globs that leave files or folders out.
+    pub exclude: Vec<String>,
+    /// Follow symbolic links inside folders.
+    pub follow_links: bool,
+    /// Skip files and folders whose name starts with a dot.
+    pub skip_hidden: bool,
+    /// Chunk size, in tokens.
+    pub chunk_tokens: usize,
+    /// Overlap between consecutive chunks, in tokens.
+    pub chunk_overlap: usize,
+    /// Largest file read whole (md, html, pdf, json), in bytes.
+    pub max_file_bytes: u64,
+    /// Text files longer than this many characters are split into parts.
+    pub max_document_chars: usize,
+    /// Commit to the store after this many bytes of text (bounds memory and lost work).
+    pub commit_bytes: usize,
+    /// CSV: columns that make the text (empty: all).
+    pub csv_text_columns: Vec<String>,
+    /// CSV: the id column.
+    pub csv_id_column: Option<String>,
+    /// CSV: the title column.
+    pub csv_title_column: Option<String>,
+    /// CSV: field delimiter.
+    pub csv_delimiter: char,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        let l = LoaderOptions::default();
+        let w = WalkOptions::default();
+        IngestConfig {
+            include: w.include,
+            exclude: w.exclude,
+            follow_links: w.follow_links,
+            skip_hidden: w.skip_hidden,
+            chunk_tokens: 256,
+            chunk_overlap: 32,
+            max_file_bytes: l.max_file_bytes,
+            max_document_chars: l.max_document_chars,
+            commit_bytes: 32 * 1024 * 1024,
+            csv_text_columns: l.csv_text_columns,
+            csv_id_column: l.csv_id_column,
+            csv_title_column: l.csv_title_column,
+            csv_delimiter: l.csv_delimiter,
+        }
+    }
+}
+
+impl IngestConfig {
+    /// The walk settings.
+    pub fn walk(&self) -> WalkOptions {
+        WalkOptions {
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+            follow_links: self.follow_links,
+            skip_hidden: self.skip_hidden,
+        }
+    }
+
+    /// The loader settings.
+    pub fn loaders(&self) -> LoaderOptions {
+        LoaderOptions {
+            max_file_bytes: self.max_file_bytes,
+            max_document_chars: self.max_document_chars,
+            csv_text_columns: self.csv_text_columns.clone(),
+            csv_id_column: self.csv_id_column.clone(),
+            csv_title_column: self.csv_title_column.clone(),
+            csv_delimiter: self.csv_delimiter,
+        }
+    }
+
+    /// The chunker.
+    pub fn chunker(&self) -> SentenceChunker {
+        SentenceChunker {
+            target_tokens: self.chunk_tokens,
+            overlap_tokens: self.chunk_overlap,
+        }
+    }
+}
+
+/// `[keyword]`: BM25 scoring (applied at query time; no re-index needed).
+pub type KeywordConfig = Bm25Params;
+
+/// `[search]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Results returned when `-k` is not given.
+    pub k: usize,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig { k: 10 }
+    }
+}
+
+/// The documented configuration file with every key at its default.
+pub const TEMPLATE: &str = r#"# neuralcore.toml — every key, at its default. Put this file in the data dir
+# (default ./.neuralcore) or pass --config FILE. Any key can be overridden with an
+# environment variable NEURALCORE_<SECTION>_<KEY>, e.g. NEURALCORE_KEYWORD_K1=0.9.
+
+[ingest]
+# Globs (relative to a folder given to `ingest`) a file must match; empty = every
+# format a loader reads (txt, md, html, pdf, json, jsonl, csv, tsv, ...).
+include = []
+# Globs that leave files or folders out.
+exclude = ["**/node_modules/**", "**/target/**"]
+# Follow symbolic links inside folders.
+follow_links = false
+# Skip files and folders whose name starts with a dot.
+skip_hidden = true
+# Chunk size in tokens (runs of letters/digits and single punctuation marks).
+# Chosen on the SciFact train split (see bench/README.md).
+chunk_tokens = 256
+# Tokens of whole sentences repeated at the start of the next chunk.
+chunk_overlap = 32
+# Largest file read whole (md, html, pdf, json); txt, jsonl and csv are streamed.
+max_file_bytes = 67108864
+# Text files longer than this many characters become several documents ("parts").
+max_document_chars = 2000000
+# Commit to the store after this many bytes of text.
+commit_bytes = 33554432
+# CSV: columns that make the document text (empty = all columns).
+csv_text_columns = []
+# CSV: column holding each row's id (default: a column named id or _id).
+# csv_id_column = "id"
+# CSV: column holding each row's title (default: a column named title).
+# csv_title_column = "title"
+# CSV: field delimiter (.tsv files always use tab).
+csv_delimiter = ","
+
+[keyword]
+# BM25 term-frequency saturation.
+k1 = 1.2
+# BM25 length normalization (0 = none, 1 = full).
+b = 0.75
+# Weight of a match in the document title relative to one in the chunk body.
+title_weight = 1.0
+
+[analyzer]
+# Changing these re-indexes each collection on its next use.
+# Snowball stemmer: english, french, german, spanish, italian, portuguese, dutch,
+# swedish, norwegian, danish, finnish, russian, or none.
+stemmer = "english"
+# Stop words: "english" (Lucene's list), "none", or a list of words.
+stopwords = "english"
+# Drop tokens shorter than this many characters.
+min_token_len = 1
+
+[search]
+# Results returned when -k is not given.
+k = 10
+"#;
+
+const SECTIONS: &[&str] = &["ingest", "keyword", "analyzer", "search"];
+
+impl Config {
+    /// Load `file` if it exists (defaults otherwise), then apply `NEURALCORE_*`
+    /// overrides from `env`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, EngineError> {
+        let mut value = match file {
+            Some(f) if f.exists() => {
+                let text = std::fs::read_to_string(f)
+                    .map_err(|e| EngineError::Config(format!("{}: {e}", f.display())))?;
+                text.parse::<toml::Table>()
+                    .map_err(|e| EngineError::Config(format!("{}: {e}", f.display())))?
+            }
+            _ => toml::Table::new(),
+        };
+        for (k, v) in env {
+            let Some(rest) = k.strip_prefix("NEURALCORE_") else {
+                continue;
+            };
+            let rest = rest.to_ascii_lowercase();
+            let Some(section) = SECTIONS.iter().find(|s| rest.starts_with(&format!("{s}_"))) else {
+                continue;
+            };
+            let key = &rest[section.len() + 1..];
+            let parsed = format!("v = {v}")
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or(toml::Value::String(v.clone()));
+            let table = value
+                .entry(section.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            match table {
+                toml::Value::Table(t) => {
+                    t.insert(key.to_string(), parsed);
+                }
+                _ => return Err(EngineError::Config(format!("[{section}] is not a table"))),
+            }
+        }
+        let cfg: Config = toml::Value::Table(value)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                EngineError::Config(format!(
+                    "{}{}",
+                    file.map(|f| format!("{}: ", f.display()))
+                        .unwrap_or_default(),
+                    e.message()
+                ))
+            })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Check values that parse but make no sense.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let bad = |m: String| Err(EngineError::Config(m));
+        if self.ingest.chunk_tokens < 8 {
+            return bad(format!(
+                "ingest.chunk_tokens must be at least 8 (got {})",
+                self.ingest.chunk_tokens
+            ));
+        }
+        if self.ingest.chunk_overlap * 2 > self.ingest.chunk_tokens {
+            return bad("ingest.chunk_overlap must be at most half of ingest.chunk_tokens".into());
+        }
+        if !(0.0..=1.0).contains(&self.keyword.b) {
+            return bad(format!(
+                "keyword.b must be within [0, 1] (got {})",
+                self.keyword.b
+            ));
+        }
+        if !(self.keyword.k1 >= 0.0 && self.keyword.k1.is_finite()) {
+            return bad(format!(
+                "keyword.k1 must be a finite number >= 0 (got {})",
+                self.keyword.k1
+            ));
+        }
+        if !(self.keyword.title_weight >= 0.0 && self.keyword.title_weight.is_finite()) {
+            return bad("keyword.title_weight must be a finite number >= 0".into());
+        }
+        if self.search.k == 0 {
+            return bad("search.k must be at least 1".into());
+        }
+        if !self.ingest.csv_delimiter.is_ascii() {
+            return bad("ingest.csv_delimiter must be one ASCII character".into());
+        }
+        if let Stopwords::Named(n) = &self.analyzer.stopwords {
+            if n != "english" && n != "none" {
+                self.analyzer.build().map_err(EngineError::Config)?;
+            }
+        }
+        self.analyzer.build().map_err(EngineError::Config)?;
+        neuralcore_ingest::walk(&[], &self.ingest.walk()).map_err(EngineError::Config)?;
+        Ok(())
+    }
+
+    /// The effective configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("serializable")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_is_the_defaults_and_names_every_key() {
+        let from_template: Config = toml::from_str(TEMPLATE).unwrap();
+        assert_eq!(from_template, Config::default());
+        let defaults = toml::Value::try_from(Config::default()).unwrap();
+        for (section, keys) in defaults.as_table().unwrap() {
+            assert!(
+                TEMPLATE.contains(&format!("[{section}]")),
+                "section {section} undocumented"
+            );
+            for key in keys.as_table().unwrap().keys() {
+                assert!(
+                    TEMPLATE.contains(&format!("\n{key} ="))
+                        || TEMPLATE.contains(&format!("# {key} =")),
+                    "{section}.{key} undocumented"
+                );
+            }
+        }
+        for section in SECTIONS {
+            assert!(defaults.get(section).is_some());
+        }
+    }
+
+    #[test]
+    fn env_overrides_and_clear_errors() {
+        let env = vec![
+            ("NEURALCORE_KEYWORD_K1".to_string(), "0.9".to_string()),
+            ("NEURALCORE_INGEST_EXCLUDE".into(), r#"["**/x/**"]"#.into()),
+            ("NEURALCORE_ANALYZER_STEMMER".into(), "none".into()),
+            ("NEURALCORE_HOME".into(), "/ignored".into()),
+        ];
+        let c = Config::load(None, env).unwrap();
+        assert_eq!(c.keyword.k1, 0.9);
+        assert_eq!(c.ingest.exclude, vec!["**/x/**"]);
+        assert_eq!(c.analyzer.stemmer, "none");
+        let e =
+            Config::load(None, vec![("NEURALCORE_KEYWORD_KONE".into(), "1".into())]).unwrap_err();
+        assert!(e.to_string().contains("kone"), "{e}");
+        let e = Config::load(None, vec![("NEURALCORE_KEYWORD_B".into(), "2".into())]).unwrap_err();
+        assert!(e.to_string().contains("keyword.b"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("neuralcore.toml");
+        std::fs::write(&f, "[keyword\nk1 = ").unwrap();
+        let e = Config::load(Some(&f), Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("neuralcore.toml"), "{e}");
+        std::fs::write(&f, "[ingest]\nchunk_tokens = \"many\"\n").unwrap();
+        let e = Config::load(Some(&f), Vec::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("chunk_tokens") || e.to_string().contains("invalid type"),
+            "{e}"
+        );
+    }
+}

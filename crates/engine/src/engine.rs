@@ -1,0 +1,291 @@
+//! Opening a data dir, keeping keyword indexes in step with the store, and search.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use neuralcore_core::{Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, SourceRecord};
+use neuralcore_index::{IndexChunk, KeywordHit, KeywordIndex};
+use neuralcore_store::{MemoryStore, RedbStore};
+
+use crate::{Config, EngineError};
+
+/// One search result: the chunk, its document and score.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SearchHit {
+    /// 1-based rank.
+    pub rank: usize,
+    /// Score (BM25 for keyword search).
+    pub score: f32,
+    /// The chunk.
+    pub chunk: Chunk,
+    /// Its document (title, provenance, metadata).
+    pub document: DocumentRecord,
+}
+
+/// The engine over one data dir (or in memory).
+pub struct Engine {
+    pub(crate) config: Config,
+    pub(crate) store: Box<dyn DocStore>,
+    index_root: Option<PathBuf>,
+    indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
+}
+
+/// How many chunks go into one index commit while rebuilding an index.
+const REBUILD_BATCH: usize = 50_000;
+
+impl Engine {
+    /// Open the data dir (creating it): the store in `store.redb`, indexes in `index/`.
+    pub fn open(data_dir: &Path, config: Config) -> Result<Self, EngineError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            EngineError::Io(format!(
+                "cannot create data dir {}: {e}",
+                data_dir.display()
+            ))
+        })?;
+        let store = RedbStore::open(&data_dir.join("store.redb"))?;
+        Ok(Engine {
+            config,
+            store: Box::new(store),
+            index_root: Some(data_dir.join("index")),
+            indexes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// An engine that keeps everything in memory.
+    pub fn in_memory(config: Config) -> Self {
+        Engine {
+            config,
+            store: Box::new(MemoryStore::new()),
+            index_root: None,
+            indexes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The document store.
+    pub fn store(&self) -> &dyn DocStore {
+        &*self.store
+    }
+
+    /// Every collection.
+    pub fn collections(&self) -> Result<Vec<CollectionInfo>, EngineError> {
+        Ok(self.store.collections()?)
+    }
+
+    /// One collection, or a NotFound error listing the ones that exist.
+    pub fn collection(&self, name: &str) -> Result<CollectionInfo, EngineError> {
+        if let Some(c) = self.store.collection(name)? {
+            return Ok(c);
+        }
+        let names: Vec<String> = self.collections()?.into_iter().map(|c| c.name).collect();
+        Err(EngineError::NotFound(if names.is_empty() {
+            format!("collection {name:?} does not exist: nothing has been ingested yet")
+        } else {
+            format!(
+                "collection {name:?} does not exist (collections: {})",
+                names.join(", ")
+            )
+        }))
+    }
+
+    /// Every source of a collection.
+    pub fn sources(&self, collection: &str) -> Result<Vec<SourceRecord>, EngineError> {
+        self.collection(collection)?;
+        Ok(self.store.sources(collection)?)
+    }
+
+    /// The keyword index of a collection, opened and brought up to the store's
+    /// generation (replaying the last batch or rebuilding when behind).
+    pub fn keyword_index(&self, collection: &str) -> Result<Arc<KeywordIndex>, EngineError> {
+        let mut map = self.indexes.lock().expect("index map lock");
+        if let Some(i) = map.get(collection) {
+            return Ok(i.clone());
+        }
+        let idx = match &self.index_root {
+            Some(root) => KeywordIndex::open(&root.join(collection), &self.config.analyzer)?,
+            None => KeywordIndex::in_memory(&self.config.analyzer)?,
+        };
+        let idx = Arc::new(idx);
+        self.sync_index(collection, &idx)?;
+        map.insert(collection.to_string(), idx.clone());
+        Ok(idx)
+    }
+
+    /// Bring `idx` to the store's generation of `collection`.
+    fn sync_index(&self, collection: &str, idx: &KeywordIndex) -> Result<(), EngineError> {
+        let store_gen = self
+            .store
+            .collection(collection)?
+            .map(|c| c.generation)
+            .unwrap_or(0);
+        let idx_gen = idx.generation();
+        if store_gen == idx_gen {
+            return Ok(());
+        }
+        let journal = self.store.index_journal(collection)?;
+        if idx_gen + 1 == store_gen && journal.generation == store_gen {
+            tracing::info!(
+                collection,
+                generation = store_gen,
+                "keyword index one batch behind: replaying"
+            );
+            let chunks = self.chunks_of(&journal.added)?;
+            let mut titles: HashMap<DocKey, String> = HashMap::new();
+            for d in &journal.added {
+                if let Some(doc) = self.store.document(collection, *d)? {
+                    titles.insert(*d, doc.title);
+                }
+            }
+            idx.apply(
+                &journal.removed,
+                chunks.iter().map(|c| IndexChunk {
+                    doc: c.doc,
+                    ordinal: c.ordinal,
+                    title: titles.get(&c.doc).map(String::as_str).unwrap_or(""),
+                    body: &c.text,
+                }),
+                store_gen,
+            )?;
+            return Ok(());
+        }
+        tracing::info!(
+            collection,
+            store_gen,
+            idx_gen,
+            "rebuilding keyword index from the store"
+        );
+        idx.clear()?;
+        let keys = self.store.document_keys(collection)?;
+        let mut pending: Vec<(String, Chunk)> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let Some(doc) = self.store.document(collection, *key)? else {
+                continue;
+            };
+            for c in self.store.chunks(*key)? {
+                pending.push((doc.title.clone(), c));
+            }
+            let last = i + 1 == keys.len();
+            if pending.len() >= REBUILD_BATCH || last {
+                // Intermediate commits carry generation 0 so a crash mid-rebuild rebuilds again.
+                let g = if last { store_gen } else { 0 };
+                idx.apply(
+                    &[],
+                    pending.iter().map(|(t, c)| IndexChunk {
+                        doc: c.doc,
+                        ordinal: c.ordinal,
+                        title: t,
+                        body: &c.text,
+                    }),
+                    g,
+                )?;
+                pending.clear();
+            }
+        }
+        if keys.is_empty() {
+            idx.apply(&[], std::iter::empty(), store_gen)?;
+        }
+        Ok(())
+    }
+
+    fn chunks_of(&self, docs: &[DocKey]) -> Result<Vec<Chunk>, EngineError> {
+        let mut out = Vec::new();
+        for d in docs {
+            out.extend(self.store.chunks(*d)?);
+        }
+        Ok(out)
+    }
+
+    /// Keyword search returning only keys and scores (for evaluation).
+    pub fn search_keys(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<KeywordHit>, EngineError> {
+        let idx = self.keyword_index(collection)?;
+        Ok(idx.search(query, k, &self.config.keyword)?)
+    }
+
+    /// The `k` best chunks of `collection` for `query`, with their documents.
+    pub fn search(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<SearchHit>, EngineError> {
+        self.collection(collection)?;
+        if query.trim().is_empty() {
+            return Err(EngineError::InvalidInput("the query is empty".into()));
+        }
+        let hits = self.search_keys(collection, query, k)?;
+        let mut docs: HashMap<DocKey, DocumentRecord> = HashMap::new();
+        let mut out = Vec::with_capacity(hits.len());
+        for h in hits {
+            let Some(chunk) = self.store.chunk(h.doc, h.ordinal)? else {
+                tracing::warn!(
+                    doc = h.doc,
+                    ordinal = h.ordinal,
+                    "indexed chunk missing from the store"
+                );
+                continue;
+            };
+            if !docs.contains_key(&h.doc) {
+                match self.store.document(collection, h.doc)? {
+                    Some(d) => {
+                        docs.insert(h.doc, d);
+                    }
+                    None => continue,
+                }
+            }
+            out.push(SearchHit {
+                rank: out.len() + 1,
+                score: h.score,
+                chunk,
+                document: docs[&h.doc].clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The analyzed terms of a query (for highlighting).
+    pub fn query_terms(
+        &self,
+        collection: &str,
+        text: &str,
+    ) -> Result<Vec<(String, usize, usize)>, EngineError> {
+        Ok(self.keyword_index(collection)?.analyze(text))
+    }
+
+    /// Delete a collection and its index.
+    pub fn drop_collection(&self, name: &str) -> Result<(), EngineError> {
+        self.collection(name)?;
+        let mut b = self.store.begin()?;
+        b.delete_collection(name)?;
+        b.commit()?;
+        self.indexes.lock().expect("index map lock").remove(name);
+        if let Some(root) = &self.index_root {
+            let dir = root.join(name);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| EngineError::Io(format!("{}: {e}", dir.display())))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for background index merges; call before exiting after writes.
+    pub fn close(self) -> Result<(), EngineError> {
+        let map = self.indexes.into_inner().expect("index map lock");
+        for (_, idx) in map {
+            if let Ok(idx) = Arc::try_unwrap(idx) {
+                idx.close()?;
+            }
+        }
+        Ok(())
+    }
+}

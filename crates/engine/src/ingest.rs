@@ -1,0 +1,703 @@
+//! The ingestion pipeline: walk → load → normalize → hash → dedup → chunk → store + index.
+//!
+//! Atomicity: sources are buffered in memory and written to the current store batch
+//! only once they loaded completely, so a file that fails half way leaves nothing
+//! behind. A source bigger than `ingest.commit_bytes` first commits the batch before it,
+//! then streams into a batch of its own, which is dropped (rolled back) if the file fails.
+//! A store batch commits when it holds `ingest.commit_bytes` of text, and at the end.
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use neuralcore_core::text::sha256_hex;
+use neuralcore_core::{
+    doc_key, Chunk, DocKey, DocumentRecord, Provenance, SourceRecord, SourceType, StoreBatch,
+};
+use neuralcore_index::{IndexChunk, IndexSession, KeywordIndex};
+use neuralcore_ingest::{
+    loader_for, loaders, walk, ChunkSpan, Chunker, LoadError, LoadedDoc, LoaderOptions,
+    SentenceChunker, SourceInput, WalkEntry,
+};
+use serde::Serialize;
+
+use crate::{now_rfc3339, Engine, EngineError};
+
+/// What happened to one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum FileOutcome {
+    /// Stored (or its stored version replaced).
+    Ingested {
+        /// Documents the file produced.
+        documents: usize,
+        /// Chunks newly written (content already stored from elsewhere adds none).
+        new_chunks: usize,
+    },
+    /// Unchanged since the last ingest.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+    /// Not stored.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Receives progress during an ingest.
+pub trait IngestObserver {
+    /// The walk found `files` files.
+    fn planned(&mut self, _files: usize) {}
+    /// One more document was loaded.
+    fn document(&mut self) {}
+    /// A file is done.
+    fn file_done(&mut self, _path: &Path, _outcome: &FileOutcome) {}
+    /// A non-fatal finding about a file.
+    fn warning(&mut self, _path: &Path, _message: &str) {}
+}
+
+impl IngestObserver for () {}
+
+/// A file and a message about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileMessage {
+    /// The file.
+    pub path: String,
+    /// The message.
+    pub message: String,
+}
+
+/// The result of an ingest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IngestSummary {
+    /// Collection written.
+    pub collection: String,
+    /// Files the walk found (plus unreadable paths).
+    pub files_seen: usize,
+    /// Files stored.
+    pub ingested: usize,
+    /// Files unchanged since the last ingest.
+    pub skipped: usize,
+    /// Files that failed.
+    pub failed: usize,
+    /// Documents the ingested files produced.
+    pub documents: usize,
+    /// Chunks newly written.
+    pub chunks: usize,
+    /// Documents removed because no source holds them any more.
+    pub removed_documents: usize,
+    /// Wall time, milliseconds.
+    pub elapsed_ms: u64,
+    /// One line per failed file.
+    pub errors: Vec<FileMessage>,
+    /// Warnings (lossy UTF-8, split texts, ...).
+    pub warnings: Vec<FileMessage>,
+}
+
+/// The result of `rm`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RemoveSummary {
+    /// Sources removed.
+    pub sources: Vec<String>,
+    /// Documents deleted (no other source holds them).
+    pub removed_documents: usize,
+}
+
+/// A loaded, hashed and chunked document waiting to be written.
+struct Prepared {
+    record: DocumentRecord,
+    provenance: Provenance,
+    chunks: Vec<Chunk>,
+    bytes: usize,
+}
+
+/// Per-source facts shared by its documents.
+struct SourceCtx {
+    source_id: String,
+    uri: String,
+    created_at: Option<String>,
+    loader: &'static str,
+}
+
+struct Ingestor<'e, 'i> {
+    engine: &'e Engine,
+    collection: String,
+    idx: &'i KeywordIndex,
+    batch: Option<Box<dyn StoreBatch + 'e>>,
+    session: Option<IndexSession<'i>>,
+    batch_bytes: usize,
+    removed: BTreeSet<DocKey>,
+    added: Vec<DocKey>,
+    chunker: SentenceChunker,
+    loader_opts: LoaderOptions,
+    settings: String,
+    summary: IngestSummary,
+}
+
+impl<'e, 'i> Ingestor<'e, 'i> {
+    fn new(engine: &'e Engine, collection: &str, idx: &'i KeywordIndex) -> Self {
+        let cfg = &engine.config.ingest;
+        let chunker = cfg.chunker();
+        let loader_opts = cfg.loaders();
+        let settings = format!(
+            "v1;{};{}",
+            chunker.name(),
+            serde_json::to_string(&loader_opts).expect("serializable")
+        );
+        Ingestor {
+            engine,
+            collection: collection.to_string(),
+            idx,
+            batch: None,
+            session: None,
+            batch_bytes: 0,
+            removed: BTreeSet::new(),
+            added: Vec::new(),
+            chunker,
+            loader_opts,
+            settings,
+            summary: IngestSummary {
+                collection: collection.to_string(),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn ensure_batch(&mut self) -> Result<(), EngineError> {
+        if self.batch.is_none() {
+            let mut b = self.engine.store.begin()?;
+            b.ensure_collection(&self.collection, &now_rfc3339())?;
+            self.batch = Some(b);
+            self.session = Some(self.idx.session()?);
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self) -> &mut Box<dyn StoreBatch + 'e> {
+        self.batch.as_mut().expect("batch open")
+    }
+
+    /// Commit the store batch, then the index with the new generation.
+    fn commit(&mut self) -> Result<(), EngineError> {
+        let Some(mut batch) = self.batch.take() else {
+            return Ok(());
+        };
+        let session = self.session.take();
+        let c = self.collection.clone();
+        let added: Vec<DocKey> = std::mem::take(&mut self.added)
+            .into_iter()
+            .filter(|k| batch.document(&c, *k).map(|d| d.is_some()).unwrap_or(true))
+            .collect();
+        let removed: Vec<DocKey> = std::mem::take(&mut self.removed).into_iter().collect();
+        let changed = !added.is_empty() || !removed.is_empty();
+        if changed {
+            batch.record_index_changes(&c, &removed, &added)?;
+        }
+        batch.commit()?;
+        self.batch_bytes = 0;
+        if changed {
+            let generation = self
+                .engine
+                .store
+                .collection(&c)?
+                .map(|i| i.generation)
+                .unwrap_or(0);
+            if let Some(s) = session {
+                s.commit(generation)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop the open batch and index session without writing anything.
+    fn rollback(&mut self) {
+        self.batch = None;
+        self.session = None;
+        self.added.clear();
+        self.removed.clear();
+        self.batch_bytes = 0;
+    }
+
+    fn prepare(&self, doc: LoadedDoc, src: &SourceCtx) -> Prepared {
+        let sha = sha256_hex(doc.text.as_bytes());
+        let key = doc_key(&self.collection, &sha);
+        let spans = self.chunker.chunk(&doc.text, &doc.sections);
+        let chunks = slice_chunks(key, &doc.text, &spans);
+        let provenance = Provenance {
+            source_id: src.source_id.clone(),
+            source_type: SourceType::File,
+            uri: src.uri.clone(),
+            title: doc.title.clone(),
+            locator: doc.locator,
+            external_id: doc.external_id,
+            created_at: src.created_at.clone(),
+            ingested_at: now_rfc3339(),
+            content_sha256: sha.clone(),
+            byte_size: doc.text.len() as u64,
+            loader: src.loader.to_string(),
+        };
+        let record = DocumentRecord {
+            key,
+            collection: self.collection.clone(),
+            title: doc.title,
+            content_sha256: sha,
+            char_len: doc.text.chars().count() as u64,
+            byte_size: doc.text.len() as u64,
+            n_chunks: chunks.len() as u32,
+            metadata: doc.metadata,
+            provenance: Vec::new(),
+        };
+        Prepared {
+            record,
+            provenance,
+            chunks,
+            bytes: doc.text.len(),
+        }
+    }
+
+    /// Remove `source_id`'s provenance from `keys` (documents left without any are
+    /// deleted by [`Self::drop_orphans`]).
+    fn strip(&mut self, source_id: &str, keys: &[DocKey]) -> Result<(), EngineError> {
+        let c = self.collection.clone();
+        let unique: BTreeSet<DocKey> = keys.iter().copied().collect();
+        for k in unique {
+            if let Some(mut d) = self.batch().document(&c, k)? {
+                d.provenance.retain(|p| p.source_id != source_id);
+                self.batch().put_document(&d)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn drop_orphans(&mut self, keys: &[DocKey]) -> Result<(), EngineError> {
+        let c = self.collection.clone();
+        let unique: BTreeSet<DocKey> = keys.iter().copied().collect();
+        for k in unique {
+            let orphan = self
+                .batch()
+                .document(&c, k)?
+                .is_some_and(|d| d.provenance.is_empty());
+            if orphan {
+                self.batch().delete_document(&c, k)?;
+                self.session.as_mut().expect("session open").delete_doc(k);
+                self.removed.insert(k);
+                self.summary.removed_documents += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write one prepared document: a new content gets its record, chunks and index
+    /// entries; known content only gains a provenance.
+    fn write(&mut self, p: Prepared) -> Result<usize, EngineError> {
+        let c = self.collection.clone();
+        match self.batch().document(&c, p.record.key)? {
+            Some(mut d) => {
+                d.provenance.push(p.provenance);
+                d.provenance
+                    .sort_by(|a, b| (&a.source_id, &a.locator).cmp(&(&b.source_id, &b.locator)));
+                self.batch().put_document(&d)?;
+                Ok(0)
+            }
+            None => {
+                let mut rec = p.record;
+                rec.provenance.push(p.provenance);
+                self.batch().put_document(&rec)?;
+                for ch in &p.chunks {
+                    self.batch().put_chunk(&c, ch)?;
+                }
+                let session = self.session.as_mut().expect("session open");
+                for ch in &p.chunks {
+                    session.add(IndexChunk {
+                        doc: ch.doc,
+                        ordinal: ch.ordinal,
+                        title: &rec.title,
+                        body: &ch.text,
+                    })?;
+                }
+                self.added.push(rec.key);
+                Ok(p.chunks.len())
+            }
+        }
+    }
+
+    fn process(
+        &mut self,
+        path: &Path,
+        obs: &mut dyn IngestObserver,
+    ) -> Result<FileOutcome, EngineError> {
+        let Some(loader) = loader_for(path) else {
+            let exts: Vec<&str> = loaders()
+                .iter()
+                .flat_map(|l| l.extensions().iter().copied())
+                .collect();
+            return Ok(FileOutcome::Failed {
+                reason: format!(
+                    "unsupported format: no loader reads this file type (supported: {})",
+                    exts.join(", ")
+                ),
+            });
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => {
+                return Ok(FileOutcome::Failed {
+                    reason: "not a regular file".into(),
+                })
+            }
+            Err(e) => {
+                return Ok(FileOutcome::Failed {
+                    reason: format!("cannot read: {e}"),
+                })
+            }
+        };
+        let source_id = source_id_for(path);
+        let raw_sha = match hash_file(path) {
+            Ok(h) => h,
+            Err(e) => {
+                return Ok(FileOutcome::Failed {
+                    reason: format!("cannot read: {e}"),
+                })
+            }
+        };
+        let c = self.collection.clone();
+        let existing = match &self.batch {
+            Some(b) => b.source(&c, &source_id)?,
+            None => self.engine.store.source(&c, &source_id)?,
+        };
+        if let Some(e) = &existing {
+            if e.raw_sha256 == raw_sha && e.settings == self.settings {
+                return Ok(FileOutcome::Skipped {
+                    reason: "unchanged".into(),
+                });
+            }
+        }
+        let old_keys = existing
+            .as_ref()
+            .map(|e| e.docs.clone())
+            .unwrap_or_default();
+        let src = SourceCtx {
+            source_id: source_id.clone(),
+            uri: source_id.clone(),
+            created_at: meta
+                .created()
+                .or_else(|_| meta.modified())
+                .ok()
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            loader: loader.name(),
+        };
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let opts = self.loader_opts.clone();
+        let input = SourceInput {
+            path,
+            default_title: &stem,
+            options: &opts,
+        };
+        let limit = self.engine.config.ingest.commit_bytes;
+        let mut buffered: Vec<Prepared> = Vec::new();
+        let mut buffered_bytes = 0usize;
+        let mut direct = false;
+        let mut keys: Vec<DocKey> = Vec::new();
+        let mut new_chunks = 0usize;
+        let mut fatal: Option<EngineError> = None;
+        let result = loader.load(&input, &mut |doc| {
+            obs.document();
+            let p = self.prepare(doc, &src);
+            keys.push(p.record.key);
+            if !direct {
+                buffered_bytes += p.bytes;
+                buffered.push(p);
+                if buffered_bytes <= limit {
+                    return Ok(());
+                }
+                // Too big to buffer: commit what came before, then stream into a batch
+                // of this source alone.
+                let switch = (|| -> Result<usize, EngineError> {
+                    self.commit()?;
+                    self.ensure_batch()?;
+                    self.strip(&source_id, &old_keys)?;
+                    let mut n = 0;
+                    for p in buffered.drain(..) {
+                        n += self.write(p)?;
+                    }
+                    Ok(n)
+                })();
+                direct = true;
+                return match switch {
+                    Ok(n) => {
+                        new_chunks += n;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        fatal = Some(e);
+                        Err(LoadError::Sink(msg))
+                    }
+                };
+            }
+            match self.write(p) {
+                Ok(n) => {
+                    new_chunks += n;
+                    Ok(())
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    fatal = Some(e);
+                    Err(LoadError::Sink(msg))
+                }
+            }
+        });
+        if let Some(e) = fatal {
+            self.rollback();
+            return Err(e);
+        }
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if direct {
+                    self.rollback();
+                }
+                return Ok(FileOutcome::Failed {
+                    reason: e.to_string(),
+                });
+            }
+        };
+        for w in &report.warnings {
+            obs.warning(path, w);
+            self.summary.warnings.push(FileMessage {
+                path: path.display().to_string(),
+                message: w.clone(),
+            });
+        }
+        if !direct {
+            self.ensure_batch()?;
+            self.strip(&source_id, &old_keys)?;
+            for p in buffered {
+                new_chunks += self.write(p)?;
+            }
+            self.batch_bytes += buffered_bytes;
+        }
+        let stale: Vec<DocKey> = {
+            let now: HashSet<DocKey> = keys.iter().copied().collect();
+            old_keys
+                .iter()
+                .copied()
+                .filter(|k| !now.contains(k))
+                .collect()
+        };
+        self.drop_orphans(&stale)?;
+        let record = SourceRecord {
+            collection: c.clone(),
+            source_id: source_id.clone(),
+            source_type: SourceType::File,
+            uri: source_id,
+            raw_sha256: raw_sha,
+            byte_size: meta.len(),
+            docs: keys.clone(),
+            loader: loader.name().to_string(),
+            settings: self.settings.clone(),
+            ingested_at: now_rfc3339(),
+        };
+        self.batch().put_source(&record)?;
+        if direct || self.batch_bytes >= limit {
+            self.commit()?;
+        }
+        Ok(FileOutcome::Ingested {
+            documents: keys.len(),
+            new_chunks,
+        })
+    }
+
+    fn remove_source(&mut self, source: &SourceRecord) -> Result<(), EngineError> {
+        self.ensure_batch()?;
+        self.strip(&source.source_id, &source.docs)?;
+        self.drop_orphans(&source.docs)?;
+        let c = self.collection.clone();
+        self.batch().delete_source(&c, &source.source_id)?;
+        Ok(())
+    }
+}
+
+/// Cut chunk texts out of the document by character spans (one pass over the text).
+fn slice_chunks(key: DocKey, text: &str, spans: &[ChunkSpan]) -> Vec<Chunk> {
+    let mut bounds: Vec<usize> = spans.iter().flat_map(|s| [s.start, s.end]).collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut byte_of = std::collections::HashMap::with_capacity(bounds.len());
+    let mut it = bounds.iter().peekable();
+    for (ci, (bi, _)) in text.char_indices().enumerate() {
+        while let Some(&&b) = it.peek() {
+            if b == ci {
+                byte_of.insert(b, bi);
+                it.next();
+            } else {
+                break;
+            }
+        }
+    }
+    for b in it {
+        byte_of.insert(*b, text.len());
+    }
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Chunk {
+            doc: key,
+            ordinal: i as u32,
+            span: (s.start as u64, s.end as u64),
+            section: s.section.clone(),
+            tokens: s.tokens as u32,
+            text: text[byte_of[&s.start]..byte_of[&s.end]].to_string(),
+        })
+        .collect()
+}
+
+/// SHA-256 of a file's bytes, streamed.
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The id of a file source: its canonical path, or (for a path that no longer exists)
+/// the absolute path with `.` and `..` resolved lexically.
+pub(crate) fn source_id_for(path: &Path) -> String {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p.to_string_lossy().into_owned();
+    }
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut out = PathBuf::new();
+    for comp in abs.components() {
+        match comp {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out.to_string_lossy().into_owned()
+}
+
+impl Engine {
+    /// Ingest files and folders into `collection` (created when missing).
+    pub fn ingest(
+        &self,
+        paths: &[PathBuf],
+        collection: &str,
+        obs: &mut dyn IngestObserver,
+    ) -> Result<IngestSummary, EngineError> {
+        neuralcore_core::validate_collection(collection).map_err(EngineError::InvalidInput)?;
+        let start = Instant::now();
+        let entries = walk(paths, &self.config.ingest.walk()).map_err(EngineError::Config)?;
+        // The same file named twice (directly and through its folder) is read once.
+        let mut seen = HashSet::new();
+        let entries: Vec<WalkEntry> = entries
+            .into_iter()
+            .filter(|e| match e {
+                WalkEntry::File(p) => seen.insert(source_id_for(p)),
+                WalkEntry::Error(..) => true,
+            })
+            .collect();
+        obs.planned(entries.len());
+        let idx = self.keyword_index(collection)?;
+        let mut ing = Ingestor::new(self, collection, &idx);
+        for entry in &entries {
+            ing.summary.files_seen += 1;
+            let (path, outcome) = match entry {
+                WalkEntry::Error(p, e) => (
+                    p.as_path(),
+                    FileOutcome::Failed {
+                        reason: format!("cannot read: {e}"),
+                    },
+                ),
+                WalkEntry::File(p) => (p.as_path(), ing.process(p, obs)?),
+            };
+            match &outcome {
+                FileOutcome::Ingested {
+                    documents,
+                    new_chunks,
+                } => {
+                    ing.summary.ingested += 1;
+                    ing.summary.documents += documents;
+                    ing.summary.chunks += new_chunks;
+                }
+                FileOutcome::Skipped { .. } => ing.summary.skipped += 1,
+                FileOutcome::Failed { reason } => {
+                    ing.summary.failed += 1;
+                    ing.summary.errors.push(FileMessage {
+                        path: path.display().to_string(),
+                        message: reason.clone(),
+                    });
+                }
+            }
+            obs.file_done(path, &outcome);
+        }
+        ing.commit()?;
+        let mut summary = std::mem::take(&mut ing.summary);
+        summary.elapsed_ms = start.elapsed().as_millis() as u64;
+        Ok(summary)
+    }
+
+    /// Remove sources (a file path, a folder path for every source under it, or a
+    /// source id/URI as listed by `sources`) and every document no other source holds.
+    pub fn remove(
+        &self,
+        collection: &str,
+        targets: &[String],
+    ) -> Result<RemoveSummary, EngineError> {
+        self.collection(collection)?;
+        let all = self.store.sources(collection)?;
+        let mut chosen: Vec<&SourceRecord> = Vec::new();
+        for t in targets {
+            let id = source_id_for(Path::new(t));
+            let dir_prefix = format!("{}/", id.trim_end_matches('/'));
+            let matched: Vec<&SourceRecord> = all
+                .iter()
+                .filter(|s| {
+                    s.source_id == *t
+                        || s.uri == *t
+                        || s.source_id == id
+                        || s.source_id.starts_with(&dir_prefix)
+                })
+                .collect();
+            if matched.is_empty() {
+                return Err(EngineError::NotFound(format!(
+                    "no source {t:?} in collection {collection:?} (see `neuralcore sources`)"
+                )));
+            }
+            chosen.extend(matched);
+        }
+        chosen.sort_by(|a, b| a.source_id.cmp(&b.source_id));
+        chosen.dedup_by(|a, b| a.source_id == b.source_id);
+        let idx = self.keyword_index(collection)?;
+        let mut ing = Ingestor::new(self, collection, &idx);
+        for s in &chosen {
+            ing.remove_source(s)?;
+        }
+        ing.commit()?;
+        Ok(RemoveSummary {
+            sources: chosen.iter().map(|s| s.source_id.clone()).collect(),
+            removed_documents: ing.summary.removed_documents,
+        })
+    }
+}

@@ -1,0 +1,48 @@
+//! Retrieval evaluation for neuralcore.
+//!
+//! This crate is a pure library: it does no store access and contains no CLI code.
+//! It provides two things:
+//!
+//! * [`beir`]: loading of a dataset in the [BEIR](https://github.com/beir-cellar/beir)
+//!   folder layout (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`). The corpus is
+//!   not read here; only its path is exposed so the caller can ingest it however it likes.
+//! * [`metrics`]: the usual IR metrics (nDCG@k, Recall@k, Precision@k, MRR@k, hit@k) with
+//!   the same definitions as `trec_eval` / `pytrec_eval` (which BEIR uses), a per-query
+//!   [`QueryMetrics`] bundle, and a [`Summary`] (means plus latency percentiles) with
+//!   plain-text table rendering ([`Summary::table`], [`side_by_side`]).
+//!
+//! A typical evaluation loop:
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use neuralcore_eval::{BeirDataset, QueryMetrics, Summary};
+//!
+//! let ds = BeirDataset::open(Path::new("data/scifact"), "test")?;
+//! for w in &ds.warnings {
+//!     eprintln!("warning: {w}");
+//! }
+//! // ... ingest ds.corpus_path into the engine ...
+//! let mut per_query = Vec::new();
+//! let mut latencies_ms = Vec::new();
+//! for q in &ds.queries {
+//!     let ranked: Vec<String> = Vec::new(); // doc ids from the engine, best first, deduplicated
+//!     latencies_ms.push(0.0);
+//!     per_query.push(QueryMetrics::compute(&ranked, &ds.qrels[&q.id]));
+//! }
+//! let summary = Summary::from(&per_query, &latencies_ms);
+//! println!("{}", summary.table("bm25"));
+//! # Ok::<(), neuralcore_eval::EvalError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod beir;
+pub mod error;
+pub mod metrics;
+
+pub use beir::{available_splits, BeirDataset, Qrels, Query};
+pub use error::EvalError;
+pub use metrics::{
+    hit_at_k, mrr_at_k, ndcg_at_k, percentile_nearest_rank, precision_at_k, recall_at_k,
+    side_by_side, QueryMetrics, Summary,
+};

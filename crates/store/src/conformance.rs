@@ -1,0 +1,220 @@
+//! One conformance suite for every `DocStore` backend. Each check takes a fresh, empty
+//! store; [`run_all`] runs them all. Backend test files call it with their own store.
+
+use std::collections::BTreeMap;
+
+use neuralcore_core::{
+    doc_key, Chunk, DocStore, DocumentRecord, Provenance, SourceRecord, SourceType,
+};
+
+/// A document record for tests.
+pub fn sample_doc(collection: &str, content: &str) -> DocumentRecord {
+    let sha = neuralcore_core::text::sha256_hex(content.as_bytes());
+    DocumentRecord {
+        key: doc_key(collection, &sha),
+        collection: collection.to_string(),
+        title: format!("title of {content}"),
+        content_sha256: sha.clone(),
+        char_len: content.chars().count() as u64,
+        byte_size: content.len() as u64,
+        n_chunks: 2,
+        metadata: BTreeMap::new(),
+        provenance: vec![Provenance {
+            source_id: format!("/src/{content}"),
+            source_type: SourceType::File,
+            uri: format!("/src/{content}"),
+            title: content.to_string(),
+            locator: None,
+            external_id: None,
+            created_at: None,
+            ingested_at: "2026-01-01T00:00:00Z".into(),
+            content_sha256: sha,
+            byte_size: content.len() as u64,
+            loader: "txt".into(),
+        }],
+    }
+}
+
+/// Chunks for a test document.
+pub fn sample_chunks(doc: &DocumentRecord) -> Vec<Chunk> {
+    (0..doc.n_chunks)
+        .map(|i| Chunk {
+            doc: doc.key,
+            ordinal: i,
+            span: (i as u64 * 10, i as u64 * 10 + 10),
+            section: vec!["S".into()],
+            tokens: 3,
+            text: format!("chunk {i} of {}", doc.title),
+        })
+        .collect()
+}
+
+/// A source record for tests.
+pub fn sample_source(collection: &str, id: &str, docs: Vec<u64>) -> SourceRecord {
+    SourceRecord {
+        collection: collection.to_string(),
+        source_id: id.to_string(),
+        source_type: SourceType::File,
+        uri: id.to_string(),
+        raw_sha256: "00".into(),
+        byte_size: 1,
+        docs,
+        loader: "txt".into(),
+        settings: "s".into(),
+        ingested_at: "2026-01-01T00:00:00Z".into(),
+    }
+}
+
+fn add(store: &dyn DocStore, c: &str, content: &str) -> DocumentRecord {
+    let doc = sample_doc(c, content);
+    let mut b = store.begin().unwrap();
+    b.ensure_collection(c, "t").unwrap();
+    b.put_document(&doc).unwrap();
+    for ch in sample_chunks(&doc) {
+        b.put_chunk(c, &ch).unwrap();
+    }
+    b.put_source(&sample_source(
+        c,
+        &doc.provenance[0].source_id,
+        vec![doc.key],
+    ))
+    .unwrap();
+    b.record_index_changes(c, &[], &[doc.key]).unwrap();
+    b.commit().unwrap();
+    doc
+}
+
+/// Writes become visible at commit, with counters and journal.
+pub fn roundtrip(store: &dyn DocStore) {
+    assert!(store.collections().unwrap().is_empty());
+    let d = add(store, "docs", "alpha");
+    let info = store.collection("docs").unwrap().unwrap();
+    assert_eq!(
+        (info.sources, info.documents, info.chunks, info.generation),
+        (1, 1, 2, 1)
+    );
+    assert_eq!(store.document("docs", d.key).unwrap().unwrap(), d);
+    let chunks = store.chunks(d.key).unwrap();
+    assert_eq!(chunks, sample_chunks(&d));
+    assert_eq!(store.chunk(d.key, 1).unwrap().unwrap(), chunks[1]);
+    assert!(store.chunk(d.key, 7).unwrap().is_none());
+    assert_eq!(store.sources("docs").unwrap().len(), 1);
+    let j = store.index_journal("docs").unwrap();
+    assert_eq!(
+        (j.generation, j.added.clone(), j.removed.len()),
+        (1, vec![d.key], 0)
+    );
+    let d2 = add(store, "docs", "beta");
+    let mut keys = vec![d.key, d2.key];
+    keys.sort();
+    assert_eq!(store.document_keys("docs").unwrap(), keys);
+    assert_eq!(store.index_journal("docs").unwrap().generation, 2);
+}
+
+/// Nothing of a dropped batch is visible; a batch reads its own writes; readers do not
+/// see uncommitted writes.
+pub fn atomic_batches(store: &dyn DocStore) {
+    let d = sample_doc("c", "gamma");
+    {
+        let mut b = store.begin().unwrap();
+        b.ensure_collection("c", "t").unwrap();
+        b.put_document(&d).unwrap();
+        assert_eq!(b.document("c", d.key).unwrap().unwrap(), d);
+        b.put_source(&sample_source("c", "s1", vec![d.key]))
+            .unwrap();
+        assert!(b.source("c", "s1").unwrap().is_some());
+        // dropped without commit
+    }
+    assert!(store.collection("c").unwrap().is_none());
+    assert!(store.document("c", d.key).unwrap().is_none());
+    assert!(store.source("c", "s1").unwrap().is_none());
+}
+
+/// Deleting a document removes its chunks and fixes the counters; deleting a
+/// collection removes everything in it and nothing else.
+pub fn deletes(store: &dyn DocStore) {
+    let a = add(store, "one", "a");
+    let b = add(store, "one.two", "b");
+    let mut batch = store.begin().unwrap();
+    batch.delete_document("one", a.key).unwrap();
+    batch
+        .delete_source("one", &a.provenance[0].source_id)
+        .unwrap();
+    batch.delete_document("one", 12345).unwrap(); // absent: no-op
+    batch.record_index_changes("one", &[a.key], &[]).unwrap();
+    batch.commit().unwrap();
+    let info = store.collection("one").unwrap().unwrap();
+    assert_eq!((info.sources, info.documents, info.chunks), (0, 0, 0));
+    assert!(store.chunks(a.key).unwrap().is_empty());
+    assert_eq!(store.index_journal("one").unwrap().removed, vec![a.key]);
+    // "one.two" shares a prefix with "one" and must be untouched.
+    assert_eq!(store.chunks(b.key).unwrap().len(), 2);
+    let mut batch = store.begin().unwrap();
+    batch.delete_collection("one.two").unwrap();
+    batch.commit().unwrap();
+    assert!(store.collection("one.two").unwrap().is_none());
+    assert!(store.chunks(b.key).unwrap().is_empty());
+    assert!(store.collection("one").unwrap().is_some());
+}
+
+/// Collections are isolated and names are checked.
+pub fn collections(store: &dyn DocStore) {
+    let a = add(store, "x", "same text");
+    let b = add(store, "y", "same text");
+    assert_ne!(
+        a.key, b.key,
+        "same content in two collections gets two keys"
+    );
+    assert_eq!(store.document_keys("x").unwrap(), vec![a.key]);
+    assert!(store.document("x", b.key).unwrap().is_none());
+    let mut batch = store.begin().unwrap();
+    for bad in ["", "a/b", ".hidden", "sp ace", &"n".repeat(65)] {
+        assert!(
+            batch.ensure_collection(bad, "t").is_err(),
+            "{bad:?} accepted"
+        );
+    }
+    assert!(
+        batch.put_document(&sample_doc("nope", "z")).is_err(),
+        "unknown collection"
+    );
+    drop(batch);
+    let names: Vec<String> = store
+        .collections()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, vec!["x", "y"]);
+}
+
+/// Replacing records keeps counters exact.
+pub fn replace_keeps_counts(store: &dyn DocStore) {
+    let d = add(store, "r", "delta");
+    let mut b = store.begin().unwrap();
+    let mut d2 = d.clone();
+    d2.title = "new".into();
+    b.put_document(&d2).unwrap();
+    for ch in sample_chunks(&d) {
+        b.put_chunk("r", &ch).unwrap();
+    }
+    b.put_source(&sample_source("r", &d.provenance[0].source_id, vec![d.key]))
+        .unwrap();
+    b.commit().unwrap();
+    let info = store.collection("r").unwrap().unwrap();
+    assert_eq!((info.sources, info.documents, info.chunks), (1, 1, 2));
+    assert_eq!(
+        info.generation, 1,
+        "no index change recorded: generation stays"
+    );
+    assert_eq!(store.document("r", d.key).unwrap().unwrap().title, "new");
+}
+
+/// Run every check, each on a fresh store from `make`.
+pub fn run_all(make: &mut dyn FnMut() -> Box<dyn DocStore>) {
+    roundtrip(&*make());
+    atomic_batches(&*make());
+    deletes(&*make());
+    collections(&*make());
+    replace_keeps_counts(&*make());
+}

@@ -1,0 +1,16 @@
+//! Document stores: [`MemoryStore`] (the in-memory twin) and [`RedbStore`] (embedded,
+//! persistent, crash-safe), both implementing `neuralcore_core::DocStore`.
+//!
+//! Both backends are thin: they provide raw ordered byte tables with atomic batches
+//! ([`raw`]), and one shared implementation ([`logic`]) maps documents, chunks, sources,
+//! collection counters and index journals onto them. The [`conformance`] suite runs the
+//! same checks against every backend.
+
+pub mod conformance;
+mod logic;
+mod memory;
+mod raw;
+mod redb_store;
+
+pub use memory::MemoryStore;
+pub use redb_store::RedbStore;

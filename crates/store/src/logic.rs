@@ -1,0 +1,305 @@
+//! The one mapping of documents, chunks, sources, counters and journals onto raw tables,
+//! shared by every backend.
+
+use std::collections::BTreeMap;
+
+use neuralcore_core::{
+    Chunk, CollectionInfo, DocKey, DocumentRecord, IndexJournal, SourceRecord, StoreBatch,
+    StoreError, StoreResult,
+};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::raw::{RawRead, RawWrite, Table};
+
+fn enc<T: Serialize>(v: &T) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+fn dec<T: DeserializeOwned>(t: Table, b: &[u8]) -> StoreResult<T> {
+    serde_json::from_slice(b).map_err(|e| StoreError::Corrupt(format!("{} entry: {e}", t.name())))
+}
+
+fn check_collection(name: &str) -> StoreResult<()> {
+    neuralcore_core::validate_collection(name).map_err(StoreError::InvalidInput)
+}
+
+pub(crate) fn k_coll(c: &str) -> Vec<u8> {
+    c.as_bytes().to_vec()
+}
+
+pub(crate) fn k_prefix(c: &str) -> Vec<u8> {
+    let mut k = c.as_bytes().to_vec();
+    k.push(0);
+    k
+}
+
+pub(crate) fn k_source(c: &str, s: &str) -> Vec<u8> {
+    let mut k = k_prefix(c);
+    k.extend_from_slice(s.as_bytes());
+    k
+}
+
+pub(crate) fn k_doc(c: &str, d: DocKey) -> Vec<u8> {
+    let mut k = k_prefix(c);
+    k.extend_from_slice(&d.to_be_bytes());
+    k
+}
+
+pub(crate) fn k_chunk(d: DocKey, o: u32) -> Vec<u8> {
+    let mut k = d.to_be_bytes().to_vec();
+    k.extend_from_slice(&o.to_be_bytes());
+    k
+}
+
+/// Read operations over any raw snapshot.
+pub(crate) struct Reader<'a>(pub &'a dyn RawRead);
+
+impl Reader<'_> {
+    pub(crate) fn collections(&self) -> StoreResult<Vec<CollectionInfo>> {
+        self.0
+            .scan(Table::Collections, b"")?
+            .iter()
+            .map(|(_, v)| dec(Table::Collections, v))
+            .collect()
+    }
+
+    pub(crate) fn collection(&self, name: &str) -> StoreResult<Option<CollectionInfo>> {
+        self.0
+            .get(Table::Collections, &k_coll(name))?
+            .map(|v| dec(Table::Collections, &v))
+            .transpose()
+    }
+
+    pub(crate) fn source(&self, c: &str, s: &str) -> StoreResult<Option<SourceRecord>> {
+        self.0
+            .get(Table::Sources, &k_source(c, s))?
+            .map(|v| dec(Table::Sources, &v))
+            .transpose()
+    }
+
+    pub(crate) fn sources(&self, c: &str) -> StoreResult<Vec<SourceRecord>> {
+        self.0
+            .scan(Table::Sources, &k_prefix(c))?
+            .iter()
+            .map(|(_, v)| dec(Table::Sources, v))
+            .collect()
+    }
+
+    pub(crate) fn document(&self, c: &str, d: DocKey) -> StoreResult<Option<DocumentRecord>> {
+        self.0
+            .get(Table::Documents, &k_doc(c, d))?
+            .map(|v| dec(Table::Documents, &v))
+            .transpose()
+    }
+
+    pub(crate) fn document_keys(&self, c: &str) -> StoreResult<Vec<DocKey>> {
+        let p = k_prefix(c);
+        self.0
+            .scan(Table::Documents, &p)?
+            .iter()
+            .map(|(k, _)| {
+                let tail: [u8; 8] = k[p.len()..]
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("document key length".into()))?;
+                Ok(u64::from_be_bytes(tail))
+            })
+            .collect()
+    }
+
+    pub(crate) fn chunks(&self, d: DocKey) -> StoreResult<Vec<Chunk>> {
+        self.0
+            .scan(Table::Chunks, &d.to_be_bytes())?
+            .iter()
+            .map(|(_, v)| dec(Table::Chunks, v))
+            .collect()
+    }
+
+    pub(crate) fn chunk(&self, d: DocKey, o: u32) -> StoreResult<Option<Chunk>> {
+        self.0
+            .get(Table::Chunks, &k_chunk(d, o))?
+            .map(|v| dec(Table::Chunks, &v))
+            .transpose()
+    }
+
+    pub(crate) fn journal(&self, c: &str) -> StoreResult<IndexJournal> {
+        Ok(self
+            .0
+            .get(Table::Journal, &k_coll(c))?
+            .map(|v| dec(Table::Journal, &v))
+            .transpose()?
+            .unwrap_or_default())
+    }
+}
+
+/// The batch logic over any raw write transaction.
+pub(crate) struct Batch<W: RawWrite> {
+    raw: W,
+    /// Collection infos touched by this batch (written at commit).
+    infos: BTreeMap<String, CollectionInfo>,
+    /// Index changes recorded per collection.
+    journal: BTreeMap<String, (Vec<DocKey>, Vec<DocKey>)>,
+}
+
+impl<W: RawWrite> Batch<W> {
+    // (constructor)
+    pub(crate) fn new(raw: W) -> Self {
+        Batch {
+            raw,
+            infos: BTreeMap::new(),
+            journal: BTreeMap::new(),
+        }
+    }
+}
+
+impl<W: RawWrite> Batch<W> {
+    fn reader(&self) -> Reader<'_> {
+        Reader(&self.raw)
+    }
+
+    fn info(&mut self, c: &str) -> StoreResult<&mut CollectionInfo> {
+        if !self.infos.contains_key(c) {
+            let info = self.reader().collection(c)?.ok_or_else(|| {
+                StoreError::InvalidInput(format!("collection {c:?} does not exist"))
+            })?;
+            self.infos.insert(c.to_string(), info);
+        }
+        Ok(self.infos.get_mut(c).expect("inserted above"))
+    }
+}
+
+impl<W: RawWrite> StoreBatch for Batch<W> {
+    fn ensure_collection(&mut self, name: &str, created_at: &str) -> StoreResult<()> {
+        check_collection(name)?;
+        if self.infos.contains_key(name) || self.reader().collection(name)?.is_some() {
+            return Ok(());
+        }
+        let info = CollectionInfo {
+            name: name.to_string(),
+            created_at: created_at.to_string(),
+            ..Default::default()
+        };
+        self.raw
+            .put(Table::Collections, &k_coll(name), &enc(&info)?)?;
+        self.infos.insert(name.to_string(), info);
+        Ok(())
+    }
+
+    fn delete_collection(&mut self, name: &str) -> StoreResult<()> {
+        check_collection(name)?;
+        let p = k_prefix(name);
+        for (k, _) in self.raw.scan(Table::Sources, &p)? {
+            self.raw.del(Table::Sources, &k)?;
+        }
+        for d in self.reader().document_keys(name)? {
+            for (k, _) in self.raw.scan(Table::Chunks, &d.to_be_bytes())? {
+                self.raw.del(Table::Chunks, &k)?;
+            }
+            self.raw.del(Table::Documents, &k_doc(name, d))?;
+        }
+        self.raw.del(Table::Collections, &k_coll(name))?;
+        self.raw.del(Table::Journal, &k_coll(name))?;
+        self.infos.remove(name);
+        self.journal.remove(name);
+        Ok(())
+    }
+
+    fn source(&self, c: &str, s: &str) -> StoreResult<Option<SourceRecord>> {
+        self.reader().source(c, s)
+    }
+
+    fn put_source(&mut self, source: &SourceRecord) -> StoreResult<()> {
+        let key = k_source(&source.collection, &source.source_id);
+        self.info(&source.collection)?;
+        let existed = self.raw.put(Table::Sources, &key, &enc(source)?)?;
+        if !existed {
+            self.info(&source.collection)?.sources += 1;
+        }
+        Ok(())
+    }
+
+    fn delete_source(&mut self, c: &str, s: &str) -> StoreResult<()> {
+        if self.raw.del(Table::Sources, &k_source(c, s))? {
+            self.info(c)?.sources -= 1;
+        }
+        Ok(())
+    }
+
+    fn document(&self, c: &str, d: DocKey) -> StoreResult<Option<DocumentRecord>> {
+        self.reader().document(c, d)
+    }
+
+    fn put_document(&mut self, doc: &DocumentRecord) -> StoreResult<()> {
+        self.info(&doc.collection)?;
+        if !self.raw.put(
+            Table::Documents,
+            &k_doc(&doc.collection, doc.key),
+            &enc(doc)?,
+        )? {
+            self.info(&doc.collection)?.documents += 1;
+        }
+        Ok(())
+    }
+
+    fn delete_document(&mut self, c: &str, d: DocKey) -> StoreResult<()> {
+        if !self.raw.del(Table::Documents, &k_doc(c, d))? {
+            return Ok(());
+        }
+        let mut n = 0;
+        for (k, _) in self.raw.scan(Table::Chunks, &d.to_be_bytes())? {
+            self.raw.del(Table::Chunks, &k)?;
+            n += 1;
+        }
+        let info = self.info(c)?;
+        info.documents -= 1;
+        info.chunks -= n;
+        Ok(())
+    }
+
+    fn put_chunk(&mut self, c: &str, chunk: &Chunk) -> StoreResult<()> {
+        self.info(c)?;
+        if !self.raw.put(
+            Table::Chunks,
+            &k_chunk(chunk.doc, chunk.ordinal),
+            &enc(chunk)?,
+        )? {
+            self.info(c)?.chunks += 1;
+        }
+        Ok(())
+    }
+
+    fn record_index_changes(
+        &mut self,
+        c: &str,
+        removed: &[DocKey],
+        added: &[DocKey],
+    ) -> StoreResult<()> {
+        self.info(c)?;
+        let e = self.journal.entry(c.to_string()).or_default();
+        e.0.extend_from_slice(removed);
+        e.1.extend_from_slice(added);
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> StoreResult<()> {
+        let mut this = *self;
+        let journal = std::mem::take(&mut this.journal);
+        for (c, (removed, added)) in journal {
+            let info = this.info(&c)?;
+            info.generation += 1;
+            let j = IndexJournal {
+                generation: info.generation,
+                removed,
+                added,
+            };
+            this.raw.put(Table::Journal, &k_coll(&c), &enc(&j)?)?;
+        }
+        let infos = std::mem::take(&mut this.infos);
+        for (c, info) in infos {
+            if this.raw.get(Table::Collections, &k_coll(&c))?.is_some() {
+                this.raw
+                    .put(Table::Collections, &k_coll(&c), &enc(&info)?)?;
+            }
+        }
+        Box::new(this.raw).commit()
+    }
+}

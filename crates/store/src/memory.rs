@@ -1,0 +1,130 @@
+//! The in-memory twin: raw tables as `BTreeMap`s behind a lock; a batch works on a copy
+//! and swaps it in at commit, so readers never see half a batch.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use neuralcore_core::{
+    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, IndexJournal, SourceRecord,
+    StoreBatch, StoreError, StoreResult,
+};
+
+use crate::logic::{Batch, Reader};
+use crate::raw::{RawRead, RawWrite, Table};
+
+type Tables = BTreeMap<Table, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// A document store held in memory (for tests and ephemeral use).
+#[derive(Default, Clone)]
+pub struct MemoryStore {
+    tables: Arc<RwLock<Arc<Tables>>>,
+    writer: Arc<Mutex<()>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot(self.tables.read().expect("lock").clone())
+    }
+}
+
+struct Snapshot(Arc<Tables>);
+
+fn scan_map(m: Option<&BTreeMap<Vec<u8>, Vec<u8>>>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let Some(m) = m else { return Vec::new() };
+    m.range(prefix.to_vec()..)
+        .take_while(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+impl RawRead for Snapshot {
+    fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.0.get(&t).and_then(|m| m.get(key)).cloned())
+    }
+    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(scan_map(self.0.get(&t), prefix))
+    }
+}
+
+struct MemTxn<'a> {
+    work: Tables,
+    target: &'a RwLock<Arc<Tables>>,
+    _guard: MutexGuard<'a, ()>,
+}
+
+impl RawRead for MemTxn<'_> {
+    fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.work.get(&t).and_then(|m| m.get(key)).cloned())
+    }
+    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(scan_map(self.work.get(&t), prefix))
+    }
+}
+
+impl RawWrite for MemTxn<'_> {
+    fn put(&mut self, t: Table, key: &[u8], value: &[u8]) -> StoreResult<bool> {
+        Ok(self
+            .work
+            .entry(t)
+            .or_default()
+            .insert(key.to_vec(), value.to_vec())
+            .is_some())
+    }
+    fn del(&mut self, t: Table, key: &[u8]) -> StoreResult<bool> {
+        Ok(self.work.entry(t).or_default().remove(key).is_some())
+    }
+    fn commit(self: Box<Self>) -> StoreResult<()> {
+        *self
+            .target
+            .write()
+            .map_err(|_| StoreError::Backend("poisoned lock".into()))? = Arc::new(self.work);
+        Ok(())
+    }
+}
+
+impl DocStore for MemoryStore {
+    fn collections(&self) -> StoreResult<Vec<CollectionInfo>> {
+        Reader(&self.snapshot()).collections()
+    }
+    fn collection(&self, name: &str) -> StoreResult<Option<CollectionInfo>> {
+        Reader(&self.snapshot()).collection(name)
+    }
+    fn source(&self, c: &str, s: &str) -> StoreResult<Option<SourceRecord>> {
+        Reader(&self.snapshot()).source(c, s)
+    }
+    fn sources(&self, c: &str) -> StoreResult<Vec<SourceRecord>> {
+        Reader(&self.snapshot()).sources(c)
+    }
+    fn document(&self, c: &str, key: DocKey) -> StoreResult<Option<DocumentRecord>> {
+        Reader(&self.snapshot()).document(c, key)
+    }
+    fn document_keys(&self, c: &str) -> StoreResult<Vec<DocKey>> {
+        Reader(&self.snapshot()).document_keys(c)
+    }
+    fn chunks(&self, key: DocKey) -> StoreResult<Vec<Chunk>> {
+        Reader(&self.snapshot()).chunks(key)
+    }
+    fn chunk(&self, key: DocKey, ordinal: u32) -> StoreResult<Option<Chunk>> {
+        Reader(&self.snapshot()).chunk(key, ordinal)
+    }
+    fn index_journal(&self, c: &str) -> StoreResult<IndexJournal> {
+        Reader(&self.snapshot()).journal(c)
+    }
+    fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
+        let guard = self
+            .writer
+            .lock()
+            .map_err(|_| StoreError::Backend("poisoned lock".into()))?;
+        let work = (**self.tables.read().expect("lock")).clone();
+        Ok(Box::new(Batch::new(MemTxn {
+            work,
+            target: &self.tables,
+            _guard: guard,
+        })))
+    }
+}

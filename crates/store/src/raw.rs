@@ -1,0 +1,54 @@
+//! Raw ordered byte tables: the whole contract a backend has to fulfil.
+
+use neuralcore_core::StoreResult;
+
+/// The tables of a document store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Table {
+    /// collection → CollectionInfo
+    Collections,
+    /// collection \0 source id → SourceRecord
+    Sources,
+    /// collection \0 doc key (BE) → DocumentRecord
+    Documents,
+    /// doc key (BE) ordinal (BE) → Chunk
+    Chunks,
+    /// collection → IndexJournal
+    Journal,
+}
+
+impl Table {
+    pub(crate) const ALL: [Table; 5] = [
+        Table::Collections,
+        Table::Sources,
+        Table::Documents,
+        Table::Chunks,
+        Table::Journal,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Table::Collections => "collections",
+            Table::Sources => "sources",
+            Table::Documents => "documents",
+            Table::Chunks => "chunks",
+            Table::Journal => "journal",
+        }
+    }
+}
+
+/// Reads of a consistent snapshot.
+pub(crate) trait RawRead {
+    fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>>;
+    /// Every entry whose key starts with `prefix`, in key order.
+    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// An atomic write transaction; reads see its own writes.
+pub(crate) trait RawWrite: RawRead {
+    /// Insert or replace; true when the key existed.
+    fn put(&mut self, t: Table, key: &[u8], value: &[u8]) -> StoreResult<bool>;
+    /// Remove; true when the key existed.
+    fn del(&mut self, t: Table, key: &[u8]) -> StoreResult<bool>;
+    fn commit(self: Box<Self>) -> StoreResult<()>;
+}
