@@ -25,6 +25,9 @@ pub struct AnalyzerConfig {
     pub stopwords: Stopwords,
     /// Drop tokens shorter than this many characters (1 keeps everything).
     pub min_token_len: usize,
+    /// Index each chunk's body with its document title in front, so a chunk matches
+    /// on what its document is about (the title field is indexed as well).
+    pub title_in_body: bool,
 }
 
 impl Default for AnalyzerConfig {
@@ -33,6 +36,7 @@ impl Default for AnalyzerConfig {
             stemmer: "english".into(),
             stopwords: Stopwords::Named("english".into()),
             min_token_len: 1,
+            title_in_body: true,
         }
     }
 }
@@ -170,6 +174,7 @@ mod tests {
             stemmer: "none".into(),
             stopwords: Stopwords::List(vec!["Mice".into()]),
             min_token_len: 2,
+            title_in_body: true,
         };
         assert_eq!(
             tokens(&none, "The running Mice a b"),

@@ -38,19 +38,21 @@ pub enum IndexError {
 #[serde(default, deny_unknown_fields)]
 pub struct Bm25Params {
     /// Term-frequency saturation.
-    pub k1: f32,
+    pub k1: f64,
     /// Length normalization (0 = none, 1 = full).
-    pub b: f32,
+    pub b: f64,
     /// Weight of title matches relative to body matches (0 ignores titles).
-    pub title_weight: f32,
+    pub title_weight: f64,
 }
 
+/// Defaults chosen on the SciFact train split (see `bench/README.md`); Lucene's
+/// classic values are k1 = 1.2, b = 0.75.
 impl Default for Bm25Params {
     fn default() -> Self {
         Bm25Params {
-            k1: 1.2,
-            b: 0.75,
-            title_weight: 1.0,
+            k1: 0.9,
+            b: 0.5,
+            title_weight: 0.2,
         }
     }
 }
@@ -92,6 +94,7 @@ pub struct KeywordIndex {
     writer: Mutex<Option<IndexWriter>>,
     analyzer: TextAnalyzer,
     analyzer_fp: String,
+    title_in_body: bool,
     f_doc: Field,
     f_ord: Field,
     f_title: Field,
@@ -160,6 +163,7 @@ impl KeywordIndex {
             writer: Mutex::new(None),
             analyzer,
             analyzer_fp: fp,
+            title_in_body: cfg.title_in_body,
         })
     }
 
@@ -255,8 +259,9 @@ impl KeywordIndex {
             return Ok(Vec::new());
         }
         let mut fields = vec![(self.f_body, 1.0f32)];
+        let (k1, b) = (params.k1 as f32, params.b as f32);
         if params.title_weight > 0.0 {
-            fields.push((self.f_title, params.title_weight));
+            fields.push((self.f_title, params.title_weight as f32));
         }
         // Per-field statistics and per-term weights.
         struct FieldTerms {
@@ -279,7 +284,7 @@ impl KeywordIndex {
             let mut cache = [0f32; 256];
             for (id, slot) in cache.iter_mut().enumerate() {
                 let dl = tantivy::fieldnorm::FieldNormReader::id_to_fieldnorm(id as u8) as f32;
-                *slot = params.k1 * (1.0 - params.b + params.b * dl / avgdl);
+                *slot = k1 * (1.0 - b + b * dl / avgdl);
             }
             let mut terms = Vec::new();
             for (t, qtf) in &qterms {
@@ -289,7 +294,7 @@ impl KeywordIndex {
                     continue;
                 }
                 let idf = (1.0 + (n_docs - df + 0.5) / (df + 0.5)).ln();
-                terms.push((term, weight * qtf * idf * (params.k1 + 1.0)));
+                terms.push((term, weight * qtf * idf * (k1 + 1.0)));
             }
             plan.push(FieldTerms {
                 field,
@@ -418,11 +423,16 @@ impl IndexSession<'_> {
             self.idx.f_title,
             self.idx.f_body,
         );
+        let body = if self.idx.title_in_body && !c.title.is_empty() {
+            format!("{}\n{}", c.title, c.body)
+        } else {
+            c.body.to_string()
+        };
         self.writer().add_document(doc!(
             fd => c.doc,
             fo => c.ordinal as u64,
             ft => c.title,
-            fb => c.body,
+            fb => body,
         ))?;
         Ok(())
     }
