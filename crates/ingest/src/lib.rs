@@ -6,6 +6,7 @@
 
 pub mod chunk;
 pub mod loaders;
+pub mod testdata;
 pub mod walk;
 
 pub use chunk::{ChunkSpan, Chunker, SentenceChunker};

@@ -1,0 +1,435 @@
+//! The `neuralcore` binary end to end: every command, bad input, exit codes, and a
+//! `kill -9` in the middle of an ingest.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
+    // Tests never inherit a user's settings.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NEURALCORE_") {
+            c.env_remove(k);
+        }
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+fn run(data: &Path, args: &[&str]) -> Output {
+    bin()
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn write(p: &Path, body: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+#[test]
+fn help_and_version() {
+    let out = bin().arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for cmd in [
+        "ingest",
+        "search",
+        "rm",
+        "sources",
+        "collections",
+        "eval",
+        "config",
+        "--data-dir",
+        "--json",
+    ] {
+        assert!(text.contains(cmd), "--help lacks {cmd}");
+    }
+    let out = bin().args(["eval", "beir", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("best chunk"));
+    assert!(bin().arg("--version").output().unwrap().status.success());
+    let out = bin().arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn ingest_the_examples_and_search_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let s = json(&run(
+        &data,
+        &["--json", "ingest", examples().to_str().unwrap()],
+    ));
+    assert_eq!(s["failed"], 0, "{s}");
+    assert!(s["ingested"].as_u64().unwrap() >= 6, "{s}");
+    let r = json(&run(
+        &data,
+        &["--json", "search", "What causes the tides?", "-k", "3"],
+    ));
+    let hits = r["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 3);
+    let top = &hits[0];
+    assert!(
+        top["text"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("moon"),
+        "{top}"
+    );
+    for key in [
+        "score",
+        "title",
+        "path",
+        "section",
+        "span",
+        "chunk_id",
+        "doc_id",
+        "provenance",
+    ] {
+        assert!(!top[key].is_null(), "hit lacks {key}");
+    }
+    // Human output: rank, score, title, path and text.
+    let out = run(&data, &["search", "tides", "-k", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(" 1. "), "{text}");
+    assert!(text.contains("examples/"), "{text}");
+    // A second ingest is a no-op.
+    let s = json(&run(
+        &data,
+        &["--json", "ingest", examples().to_str().unwrap()],
+    ));
+    assert_eq!(s["ingested"], 0);
+    assert_eq!(s["skipped"], s["files_seen"]);
+    // Listing, unknown collection, empty query.
+    let cols = json(&run(&data, &["--json", "collections"]));
+    assert_eq!(cols[0]["name"], "default");
+    let out = run(&data, &["search", "tides", "-c", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("collection \"nope\" does not exist"));
+    assert_eq!(run(&data, &["search", "  "]).status.code(), Some(1));
+}
+
+#[test]
+fn bad_input_gets_one_error_line_per_file_and_a_failing_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("in");
+    write(&d.join("ok.txt"), "Good text about hedgehogs.");
+    write(&d.join("bin.txt"), b"\x00\x01\x02\x03");
+    write(&d.join("bad.jsonl"), "{\"text\":\"a\"}\nnot json\n");
+    write(&d.join("bad.csv"), "a,b\n1\n");
+    write(&d.join("none.md"), "");
+    let data = tmp.path().join("data");
+    let out = run(
+        &data,
+        &[
+            "ingest",
+            d.to_str().unwrap(),
+            tmp.path().join("missing").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(lines.len(), 5, "{err}");
+    for name in ["bin.txt", "bad.jsonl", "bad.csv", "none.md", "missing"] {
+        assert!(
+            lines.iter().any(|l| l.contains(name)),
+            "no error line for {name}: {err}"
+        );
+    }
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("ingested 1") && summary.contains("failed 5"),
+        "{summary}"
+    );
+    let r = json(&run(&data, &["--json", "search", "hedgehogs"]));
+    assert_eq!(r["hits"].as_array().unwrap().len(), 1);
+    // A broken config file is named in the error.
+    write(&data.join("neuralcore.toml"), "[keyword]\nk1 = \"high\"\n");
+    let out = run(&data, &["search", "hedgehogs"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neuralcore.toml"));
+}
+
+#[test]
+fn rm_sources_and_config_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let f = tmp.path().join("a/one.txt");
+    write(&f, "Ibex climb cliffs.");
+    write(&tmp.path().join("a/two.txt"), "Chamois climb too.");
+    json(&run(
+        &data,
+        &[
+            "--json",
+            "ingest",
+            tmp.path().join("a").to_str().unwrap(),
+            "-c",
+            "alps",
+        ],
+    ));
+    let src = json(&run(&data, &["--json", "sources", "-c", "alps"]));
+    assert_eq!(src.as_array().unwrap().len(), 2);
+    let r = json(&run(
+        &data,
+        &["--json", "rm", f.to_str().unwrap(), "-c", "alps"],
+    ));
+    assert_eq!(r["removed_documents"], 1);
+    let hits = json(&run(&data, &["--json", "search", "climb", "-c", "alps"]));
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        run(&data, &["rm", "/nonexistent", "-c", "alps"])
+            .status
+            .code(),
+        Some(1)
+    );
+    json(&run(&data, &["--json", "collections", "--drop", "alps"]));
+    assert_eq!(
+        json(&run(&data, &["--json", "collections"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    // config init writes the documented template; show applies env overrides.
+    assert!(run(&data, &["config", "init"]).status.success());
+    assert_eq!(
+        run(&data, &["config", "init"]).status.code(),
+        Some(1),
+        "no silent overwrite"
+    );
+    let out = bin()
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["config", "show"])
+        .env("NEURALCORE_KEYWORD_K1", "1.7")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("k1 = 1.7"));
+}
+
+fn tiny_beir(dir: &Path) {
+    // A BEIR-format data set the project has never seen: the command must run on it
+    // unchanged (numeric ids, a title-less document, a header-less-looking qrels).
+    write(
+        &dir.join("corpus.jsonl"),
+        [
+            r#"{"_id": 10, "title": "Honey bees", "text": "Honey bees communicate with a waggle dance."}"#,
+            r#"{"_id": "11", "title": "", "text": "Bumblebees can fly in cold weather."}"#,
+            r#"{"_id": "12", "title": "Ants", "text": "Leafcutter ants farm fungus."}"#,
+            r#"{"_id": "13", "title": "Wasps", "text": "Paper wasps build nests from chewed wood."}"#,
+        ]
+        .join("\n"),
+    );
+    write(
+        &dir.join("queries.jsonl"),
+        "{\"_id\": \"q1\", \"text\": \"how do bees communicate\"}\n{\"_id\": \"q2\", \"text\": \"which insects farm fungus\"}\n{\"_id\": \"q3\", \"text\": \"unjudged\"}\n",
+    );
+    write(
+        &dir.join("qrels/test.tsv"),
+        "query-id\tcorpus-id\tscore\nq1\t10\t1\nq2\t12\t2\n",
+    );
+}
+
+#[test]
+fn eval_beir_runs_on_an_unseen_dataset_and_reuses_its_collection() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("bees-ds");
+    tiny_beir(&ds);
+    let data = tmp.path().join("data");
+    let per_query = tmp.path().join("pq.jsonl");
+    let r = json(&run(
+        &data,
+        &[
+            "--json",
+            "eval",
+            "beir",
+            ds.to_str().unwrap(),
+            "--per-query",
+            per_query.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r["collection"], "beir-bees-ds");
+    assert_eq!(r["corpus_reused"], false);
+    let s = &r["summary"];
+    assert_eq!(s["queries"], 2);
+    assert_eq!(s["ndcg_at_10"], 1.0, "{s}");
+    assert_eq!(s["mrr_at_10"], 1.0);
+    for k in [
+        "recall_at_10",
+        "recall_at_100",
+        "precision_at_10",
+        "hit_at_1",
+        "hit_at_5",
+        "hit_at_10",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "latency_p99_ms",
+    ] {
+        assert!(s[k].is_number(), "{k} missing in {s}");
+    }
+    let lines = std::fs::read_to_string(&per_query).unwrap();
+    assert_eq!(lines.lines().count(), 2);
+    let again = json(&run(
+        &data,
+        &["--json", "eval", "beir", ds.to_str().unwrap()],
+    ));
+    assert_eq!(again["corpus_reused"], true);
+    // Human table.
+    let out = run(&data, &["eval", "beir", ds.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nDCG@10"));
+    // Bad input: unknown split, missing folder, broken qrels.
+    let out = run(
+        &data,
+        &["eval", "beir", ds.to_str().unwrap(), "--split", "dev"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("test"),
+        "lists the splits that exist"
+    );
+    assert_eq!(
+        run(&data, &["eval", "beir", "/no/such/dir"]).status.code(),
+        Some(1)
+    );
+    write(&ds.join("qrels/test.tsv"), "q1\t10\n");
+    let out = run(&data, &["eval", "beir", ds.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("test.tsv"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Deterministic pseudo-English files for the crash test.
+fn corpus(dir: &Path, files: usize, words_per_file: usize) {
+    const WORDS: &[&str] = &[
+        "river", "stone", "falcon", "copper", "meadow", "lantern", "harbor", "violet", "ember",
+        "glacier", "orchard", "compass", "thunder", "willow", "quartz", "saddle", "marble",
+        "canyon", "beacon", "prairie", "cobalt", "juniper", "tundra", "sparrow",
+    ];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for f in 0..files {
+        let mut text = String::new();
+        for w in 0..words_per_file {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            text.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
+            text.push(if w % 12 == 11 { '.' } else { ' ' });
+            if w % 12 == 11 {
+                text.push(' ');
+            }
+            if w % 120 == 119 {
+                text.push_str("\n\n");
+            }
+        }
+        write(&dir.join(format!("f{f:04}.txt")), text);
+    }
+}
+
+fn dump(data: &Path) -> Value {
+    json(&run(data, &["debug", "dump"]))
+}
+
+fn search_all(data: &Path) -> Vec<Value> {
+    ["river falcon", "glacier", "copper lantern harbor"]
+        .iter()
+        .map(|q| {
+            let r = json(&run(data, &["--json", "search", q, "-k", "20"]));
+            r["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| serde_json::json!([h["chunk_id"], h["score"]]))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn kill_9_during_ingest_then_rerun_equals_an_uninterrupted_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("corpus");
+    corpus(&src, 400, 3000);
+    let commit_env = ("NEURALCORE_INGEST_COMMIT_BYTES", "60000");
+    // Reference: one uninterrupted run.
+    let reference = tmp.path().join("ref");
+    let t = Instant::now();
+    let out = bin()
+        .arg("--data-dir")
+        .arg(&reference)
+        .args(["ingest", src.to_str().unwrap()])
+        .env(commit_env.0, commit_env.1)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let full = t.elapsed();
+    // Interrupted: kill -9 at several points, resuming each time, then finish.
+    let crashed = tmp.path().join("crash");
+    let mut partial_seen = false;
+    for frac in [0.15, 0.35, 0.6] {
+        let mut child = bin()
+            .arg("--data-dir")
+            .arg(&crashed)
+            .args(["ingest", src.to_str().unwrap()])
+            .env(commit_env.0, commit_env.1)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(full.mul_f64(frac).max(Duration::from_millis(30)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let n = run(&crashed, &["--json", "sources"]);
+        if n.status.success() {
+            let count = json(&n).as_array().unwrap().len();
+            partial_seen |= count > 0 && count < 400;
+        }
+    }
+    let out = bin()
+        .arg("--data-dir")
+        .arg(&crashed)
+        .args(["--json", "ingest", src.to_str().unwrap()])
+        .env(commit_env.0, commit_env.1)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        partial_seen,
+        "no kill landed in the middle of the ingest (full run took {full:?})"
+    );
+    let (a, b) = (dump(&reference), dump(&crashed));
+    assert_eq!(a["counts"], b["counts"]);
+    assert_eq!(a["indexed_chunks"], a["counts"]["chunks"]);
+    assert_eq!(
+        a, b,
+        "state after kill -9 + rerun differs from an uninterrupted run"
+    );
+    assert_eq!(search_all(&reference), search_all(&crashed));
+}

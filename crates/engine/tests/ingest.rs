@@ -1,0 +1,412 @@
+//! Ingestion, dedup, incremental updates, removal, isolation and index recovery,
+//! against the real embedded store and keyword index in a temporary data dir.
+
+use std::path::{Path, PathBuf};
+
+use neuralcore_core::{text::normalize, DocStore, StoreBatch};
+use neuralcore_engine::{Config, Engine, IngestSummary};
+use neuralcore_ingest::testdata::pdf_with_text;
+
+fn write(dir: &Path, name: &str, body: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn ingest(e: &Engine, paths: &[PathBuf], c: &str) -> IngestSummary {
+    e.ingest(paths, c, &mut ()).unwrap()
+}
+
+fn top_titles(e: &Engine, c: &str, q: &str) -> Vec<String> {
+    e.search(c, q, 5)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.document.title)
+        .collect()
+}
+
+fn every_format(dir: &Path) -> PathBuf {
+    let d = dir.join("docs");
+    write(
+        &d,
+        "notes.txt",
+        "Tardigrades survive extreme cold.\n\nThey can live without water for decades.",
+    );
+    write(
+        &d,
+        "guide.md",
+        "---\ntitle: Install Guide\nauthor: Ada\n---\n# Setup\n\nRun the installer.\n\n## Linux\n\nUse the zebrafish package manager.\n",
+    );
+    write(
+        &d,
+        "page.html",
+        "<html><head><title>Volcano Page</title><script>var lava = 1;</script></head><body><nav>Home | About</nav><main><h1>Volcanoes</h1><p>Basalt flows &amp; obsidian glass.</p></main></body></html>",
+    );
+    write(
+        &d,
+        "paper.pdf",
+        pdf_with_text(&[&["Quantum chromodynamics lecture notes"]]),
+    );
+    write(
+        &d,
+        "corpus.json",
+        r#"[{"_id":"d1","title":"Penguins","text":"Emperor penguins huddle in winter."},{"_id":"d2","title":"Owls","text":"Barn owls hunt at night."}]"#,
+    );
+    write(&d, "more.jsonl", "{\"_id\":\"j1\",\"title\":\"Glaciers\",\"text\":\"Glaciers carve fjords.\"}\n{\"config\":{\"name\":\"flattened\",\"port\":8080}}\n");
+    write(&d, "table.csv", "id,title,body\nr1,Comets,Comets have icy nuclei.\nr2,Meteors,Meteors burn in the atmosphere.\n");
+    d
+}
+
+#[test]
+fn ingests_every_format_with_provenance_and_spans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = every_format(tmp.path());
+    let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
+    let s = ingest(&e, &[docs.clone()], "default");
+    assert_eq!(
+        (s.files_seen, s.ingested, s.failed, s.skipped),
+        (7, 7, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(s.documents, 1 + 1 + 1 + 1 + 2 + 2 + 2);
+    for (q, title) in [
+        ("tardigrades", "notes"),
+        ("zebrafish", "Install Guide"),
+        ("obsidian", "Volcano Page"),
+        ("chromodynamics", "paper"),
+        ("penguins", "Penguins"),
+        ("fjords", "Glaciers"),
+        ("8080", "more line 2"),
+        ("icy nuclei", "Comets"),
+    ] {
+        assert_eq!(
+            top_titles(&e, "default", q).first().map(String::as_str),
+            Some(title),
+            "query {q}"
+        );
+    }
+    // Scripts and navigation are not text.
+    assert!(e.search("default", "lava", 5).unwrap().is_empty());
+    assert!(e.search("default", "About", 5).unwrap().is_empty());
+    // Provenance and chunk spans.
+    let hit = &e.search("default", "tardigrades", 1).unwrap()[0];
+    let p = &hit.document.provenance[0];
+    let raw = std::fs::read_to_string(docs.join("notes.txt")).unwrap();
+    let text = normalize(&raw);
+    assert_eq!(p.loader, "txt");
+    assert_eq!(
+        p.uri,
+        std::fs::canonicalize(docs.join("notes.txt"))
+            .unwrap()
+            .to_string_lossy()
+    );
+    assert_eq!(
+        p.content_sha256,
+        neuralcore_core::text::sha256_hex(text.as_bytes())
+    );
+    assert_eq!(p.byte_size as usize, text.len());
+    assert!(p.created_at.is_some() && !p.ingested_at.is_empty());
+    let (a, b) = hit.chunk.span;
+    let slice: String = text
+        .chars()
+        .skip(a as usize)
+        .take((b - a) as usize)
+        .collect();
+    assert_eq!(slice, hit.chunk.text);
+    assert!(hit.chunk.tokens > 5);
+    // Markdown sections and front matter.
+    let md = &e.search("default", "zebrafish", 1).unwrap()[0];
+    assert_eq!(
+        md.chunk.section,
+        vec!["Setup".to_string(), "Linux".to_string()]
+    );
+    assert_eq!(md.document.metadata["author"], serde_json::json!("Ada"));
+    // BEIR and CSV ids.
+    let beir = &e.search("default", "penguins", 1).unwrap()[0];
+    assert_eq!(
+        beir.document.provenance[0].external_id.as_deref(),
+        Some("d1")
+    );
+    assert_eq!(
+        beir.document.provenance[0].locator.as_deref(),
+        Some("item 1")
+    );
+    let csv = &e.search("default", "meteors", 1).unwrap()[0];
+    assert_eq!(
+        csv.document.provenance[0].external_id.as_deref(),
+        Some("r2")
+    );
+}
+
+#[test]
+fn bad_inputs_fail_one_file_each_and_the_rest_is_stored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("bad");
+    write(
+        &d,
+        "good.txt",
+        "A perfectly fine document about lighthouses.",
+    );
+    write(&d, "binary.txt", b"\x7fELF\x00\x00\x01binary");
+    write(&d, "latin1.txt", b"caf\xe9 society lighthouse\n");
+    write(&d, "empty.md", "");
+    write(&d, "blank.txt", "   \n\n  ");
+    write(
+        &d,
+        "broken.jsonl",
+        "{\"_id\":\"1\",\"text\":\"quokka row\"}\n{\"_id\": 2, \"text\": \n",
+    );
+    write(&d, "ragged.csv", "a,b\n1,2\n3,4,5\n");
+    write(&d, "broken.json", "{\"a\": [1, 2,}");
+    write(&d, "scan.pdf", b"%PDF-1.4 garbage that is not a pdf");
+    write(&d, "big.md", "x".repeat(5000));
+    std::fs::create_dir_all(d.join("folder.txt")).unwrap();
+    let unsupported = write(tmp.path(), "photo.xyz", "stuff");
+    let missing = tmp.path().join("missing.txt");
+    let dangling = tmp.path().join("dangling.txt");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+    let mut cfg = Config::default();
+    cfg.ingest.max_file_bytes = 4096;
+    let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
+    let s = ingest(&e, &[d.clone(), unsupported, missing, dangling], "default");
+    let reasons: Vec<String> = s
+        .errors
+        .iter()
+        .map(|m| format!("{} => {}", m.path, m.message))
+        .collect();
+    let find = |name: &str| {
+        reasons
+            .iter()
+            .find(|r| r.contains(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no error for {name}: {reasons:#?}"))
+    };
+    assert!(find("binary.txt").contains("binary"));
+    assert!(find("empty.md").contains("empty"));
+    assert!(find("blank.txt").contains("empty"));
+    assert!(find("broken.jsonl").contains("line 2"));
+    assert!(
+        find("ragged.csv").contains("line 3") || find("ragged.csv").contains("record"),
+        "{}",
+        find("ragged.csv")
+    );
+    assert!(find("broken.json").contains("malformed"));
+    assert!(find("scan.pdf").contains("PDF") || find("scan.pdf").contains("parse"));
+    assert!(find("big.md").contains("limit"));
+    assert!(find("photo.xyz").contains("unsupported"));
+    assert!(find("missing.txt").contains("cannot read"));
+    assert!(find("dangling.txt").contains("cannot read"));
+    assert_eq!(s.ingested, 2, "good.txt and latin1.txt: {s:#?}");
+    assert_eq!(s.failed, reasons.len());
+    assert!(s
+        .warnings
+        .iter()
+        .any(|w| w.path.ends_with("latin1.txt") && w.message.contains("UTF-8")));
+    // Nothing of the failed files was stored: exactly two documents.
+    let info = e.collection("default").unwrap();
+    assert_eq!(info.documents, 2);
+    assert_eq!(e.sources("default").unwrap().len(), 2);
+    assert_eq!(top_titles(&e, "default", "lighthouse").len(), 2);
+    assert!(
+        e.search("default", "quokka", 5).unwrap().is_empty(),
+        "half of broken.jsonl stored"
+    );
+}
+
+#[test]
+fn reingest_skips_unchanged_and_replaces_changed_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("d");
+    let a = write(
+        &d,
+        "a.md",
+        "# One\n\nOriginal alpha content about walruses.",
+    );
+    write(&d, "b.txt", "Stable bravo content about narwhals.");
+    let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
+    ingest(&e, &[d.clone()], "default");
+    let gen = e.collection("default").unwrap().generation;
+    let again = ingest(&e, &[d.clone()], "default");
+    assert_eq!((again.ingested, again.skipped, again.chunks), (0, 2, 0));
+    assert_eq!(
+        e.collection("default").unwrap().generation,
+        gen,
+        "no-op must not touch the index"
+    );
+    std::fs::write(&a, "# One\n\nRevised alpha content about belugas.").unwrap();
+    let changed = ingest(&e, &[d.clone()], "default");
+    assert_eq!(
+        (changed.ingested, changed.skipped, changed.removed_documents),
+        (1, 1, 1)
+    );
+    assert!(
+        e.search("default", "walruses", 5).unwrap().is_empty(),
+        "old chunks must be gone"
+    );
+    assert_eq!(top_titles(&e, "default", "belugas"), vec!["One"]);
+    let info = e.collection("default").unwrap();
+    assert_eq!((info.sources, info.documents), (2, 2));
+    // A settings change (chunk size) re-ingests unchanged files.
+    drop(e);
+    let mut cfg = Config::default();
+    cfg.ingest.chunk_tokens = 64;
+    let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
+    assert_eq!(ingest(&e, &[d], "default").ingested, 2);
+}
+
+#[test]
+fn identical_content_is_stored_once_with_every_provenance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = write(tmp.path(), "x/a.txt", "Shared text about axolotls.\r\n");
+    let b = write(tmp.path(), "y/b.txt", "Shared text about axolotls.\n");
+    let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
+    let s = ingest(&e, &[a.clone(), b.clone()], "default");
+    assert_eq!((s.ingested, s.documents), (2, 2));
+    let hits = e.search("default", "axolotls", 10).unwrap();
+    assert_eq!(hits.len(), 1, "one document, one chunk");
+    let prov: Vec<&str> = hits[0]
+        .document
+        .provenance
+        .iter()
+        .map(|p| p.uri.as_str())
+        .collect();
+    assert_eq!(prov.len(), 2);
+    assert!(
+        prov[0].ends_with("x/a.txt") && prov[1].ends_with("y/b.txt"),
+        "{prov:?}"
+    );
+    let r = e
+        .remove("default", &[a.to_string_lossy().into_owned()])
+        .unwrap();
+    assert_eq!(r.removed_documents, 0, "b still holds it");
+    let hits = e.search("default", "axolotls", 10).unwrap();
+    assert_eq!(hits[0].document.provenance.len(), 1);
+    // Removing by folder removes every source under it.
+    let r = e
+        .remove(
+            "default",
+            &[tmp.path().join("y").to_string_lossy().into_owned()],
+        )
+        .unwrap();
+    assert_eq!((r.sources.len(), r.removed_documents), (1, 1));
+    assert!(e.search("default", "axolotls", 10).unwrap().is_empty());
+    assert_eq!(e.collection("default").unwrap().chunks, 0);
+    let err = e
+        .remove("default", &["/no/such/source".into()])
+        .unwrap_err();
+    assert!(err.to_string().contains("no source"), "{err}");
+}
+
+#[test]
+fn collections_are_isolated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "f.txt", "Okapis live in the Ituri rainforest.");
+    let g = write(tmp.path(), "g.txt", "Okapis are related to giraffes.");
+    let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
+    ingest(&e, &[f.clone()], "one");
+    ingest(&e, &[f, g], "two");
+    assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);
+    assert_eq!(top_titles(&e, "two", "okapis").len(), 2);
+    let err = e.search("three", "okapis", 5).unwrap_err();
+    assert!(err.to_string().contains("one, two"), "{err}");
+    assert!(e.ingest(&[], "bad name", &mut ()).is_err());
+    e.drop_collection("two").unwrap();
+    assert!(e.search("two", "okapis", 5).is_err());
+    assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);
+}
+
+#[test]
+fn index_catches_up_after_a_crash_between_store_and_index_commits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let f = write(tmp.path(), "f.txt", "Pangolins eat ants.");
+    let g = write(tmp.path(), "g.txt", "Aardvarks eat termites.");
+    {
+        let e = Engine::open(&data, Config::default()).unwrap();
+        ingest(&e, &[f.clone()], "default");
+    }
+    // Simulate a crash after the store commit of a batch: write the batch straight to
+    // the store (with its journal) and never touch the index.
+    {
+        let staging = Engine::in_memory(Config::default());
+        ingest(&staging, &[g.clone()], "default");
+        let key = staging.store().document_keys("default").unwrap()[0];
+        let doc = staging.store().document("default", key).unwrap().unwrap();
+        let chunks = staging.store().chunks(key).unwrap();
+        let store = neuralcore_store::RedbStore::open(&data.join("store.redb")).unwrap();
+        let mut b = store.begin().unwrap();
+        b.put_document(&doc).unwrap();
+        for c in &chunks {
+            b.put_chunk("default", c).unwrap();
+        }
+        b.record_index_changes("default", &[], &[key]).unwrap();
+        b.commit().unwrap();
+    }
+    let e = Engine::open(&data, Config::default()).unwrap();
+    assert_eq!(
+        top_titles(&e, "default", "termites"),
+        vec!["g"],
+        "journal replayed"
+    );
+    assert_eq!(top_titles(&e, "default", "ants"), vec!["f"]);
+    drop(e);
+    // A lost index is rebuilt from the store.
+    std::fs::remove_dir_all(data.join("index")).unwrap();
+    let e = Engine::open(&data, Config::default()).unwrap();
+    assert_eq!(e.keyword_index("default").unwrap().num_chunks(), 2);
+    assert_eq!(top_titles(&e, "default", "termites"), vec!["g"]);
+    drop(e);
+    // Changing the analyzer rebuilds the index with the new one.
+    let mut cfg = Config::default();
+    cfg.analyzer.stemmer = "none".into();
+    let e = Engine::open(&data, cfg).unwrap();
+    assert_eq!(top_titles(&e, "default", "termites"), vec!["g"]);
+    assert!(
+        e.search("default", "termite", 5).unwrap().is_empty(),
+        "no stemming now"
+    );
+}
+
+#[test]
+fn big_sources_stream_in_their_own_batch_and_roll_back_on_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.ingest.commit_bytes = 10_000;
+    cfg.ingest.max_document_chars = 5_000;
+    let small = write(tmp.path(), "a_small.txt", "Small file about capybaras.");
+    let para = "Manatees graze on seagrass in warm coastal waters. ".repeat(20);
+    let big_text: String = (0..40).map(|i| format!("Part {i}. {para}\n\n")).collect();
+    let big = write(tmp.path(), "b_big.txt", &big_text);
+    let mut lines: String = (0..300)
+        .map(|i| {
+            format!(
+                "{{\"_id\":\"{i}\",\"text\":\"row {i} about dugongs {}\"}}\n",
+                "filler ".repeat(20)
+            )
+        })
+        .collect();
+    lines.push_str("{not json}\n");
+    let bad_big = write(tmp.path(), "c_bad.jsonl", &lines);
+    let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
+    let s = ingest(&e, &[small, big, bad_big], "default");
+    assert_eq!((s.ingested, s.failed), (2, 1), "{s:#?}");
+    assert!(s.errors[0].message.contains("line 301"), "{:?}", s.errors);
+    assert!(
+        e.search("default", "dugongs", 5).unwrap().is_empty(),
+        "failed big source rolled back"
+    );
+    assert_eq!(top_titles(&e, "default", "capybaras"), vec!["a_small"]);
+    let parts = e.search("default", "manatees", 100).unwrap();
+    let distinct: std::collections::BTreeSet<String> =
+        parts.iter().map(|h| h.document.title.clone()).collect();
+    assert!(
+        distinct.len() > 5,
+        "big text split into parts: {distinct:?}"
+    );
+    let info = e.collection("default").unwrap();
+    assert_eq!(
+        info.chunks,
+        e.keyword_index("default").unwrap().num_chunks()
+    );
+}
