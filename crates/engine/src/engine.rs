@@ -234,19 +234,20 @@ impl Engine {
                 );
                 continue;
             };
-            if !docs.contains_key(&h.doc) {
-                match self.store.document(collection, h.doc)? {
-                    Some(d) => {
-                        docs.insert(h.doc, d);
+            let document = match docs.entry(h.doc) {
+                std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    match self.store.document(collection, h.doc)? {
+                        Some(d) => e.insert(d).clone(),
+                        None => continue,
                     }
-                    None => continue,
                 }
-            }
+            };
             out.push(SearchHit {
                 rank: out.len() + 1,
                 score: h.score,
                 chunk,
-                document: docs[&h.doc].clone(),
+                document,
             });
         }
         Ok(out)

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use neuralcore_core::{text::normalize, DocStore, StoreBatch};
+use neuralcore_core::{text::normalize, DocStore};
 use neuralcore_engine::{Config, Engine, IngestSummary};
 use neuralcore_ingest::testdata::pdf_with_text;
 
@@ -14,8 +14,9 @@ fn write(dir: &Path, name: &str, body: impl AsRef<[u8]>) -> PathBuf {
     p
 }
 
-fn ingest(e: &Engine, paths: &[PathBuf], c: &str) -> IngestSummary {
-    e.ingest(paths, c, &mut ()).unwrap()
+fn ingest(e: &Engine, paths: &[&Path], c: &str) -> IngestSummary {
+    let paths: Vec<PathBuf> = paths.iter().map(|p| p.to_path_buf()).collect();
+    e.ingest(&paths, c, &mut ()).unwrap()
 }
 
 fn top_titles(e: &Engine, c: &str, q: &str) -> Vec<String> {
@@ -63,7 +64,7 @@ fn ingests_every_format_with_provenance_and_spans() {
     let tmp = tempfile::tempdir().unwrap();
     let docs = every_format(tmp.path());
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
-    let s = ingest(&e, &[docs.clone()], "default");
+    let s = ingest(&e, &[&docs], "default");
     assert_eq!(
         (s.files_seen, s.ingested, s.failed, s.skipped),
         (7, 7, 0, 0),
@@ -169,7 +170,7 @@ fn bad_inputs_fail_one_file_each_and_the_rest_is_stored() {
     let mut cfg = Config::default();
     cfg.ingest.max_file_bytes = 4096;
     let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
-    let s = ingest(&e, &[d.clone(), unsupported, missing, dangling], "default");
+    let s = ingest(&e, &[&d, &unsupported, &missing, &dangling], "default");
     let reasons: Vec<String> = s
         .errors
         .iter()
@@ -225,9 +226,9 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
     );
     write(&d, "b.txt", "Stable bravo content about narwhals.");
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
-    ingest(&e, &[d.clone()], "default");
+    ingest(&e, &[&d], "default");
     let gen = e.collection("default").unwrap().generation;
-    let again = ingest(&e, &[d.clone()], "default");
+    let again = ingest(&e, &[&d], "default");
     assert_eq!((again.ingested, again.skipped, again.chunks), (0, 2, 0));
     assert_eq!(
         e.collection("default").unwrap().generation,
@@ -235,7 +236,7 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
         "no-op must not touch the index"
     );
     std::fs::write(&a, "# One\n\nRevised alpha content about belugas.").unwrap();
-    let changed = ingest(&e, &[d.clone()], "default");
+    let changed = ingest(&e, &[&d], "default");
     assert_eq!(
         (changed.ingested, changed.skipped, changed.removed_documents),
         (1, 1, 1)
@@ -252,7 +253,7 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
     let mut cfg = Config::default();
     cfg.ingest.chunk_tokens = 64;
     let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
-    assert_eq!(ingest(&e, &[d], "default").ingested, 2);
+    assert_eq!(ingest(&e, &[&d], "default").ingested, 2);
 }
 
 #[test]
@@ -261,7 +262,7 @@ fn identical_content_is_stored_once_with_every_provenance() {
     let a = write(tmp.path(), "x/a.txt", "Shared text about axolotls.\r\n");
     let b = write(tmp.path(), "y/b.txt", "Shared text about axolotls.\n");
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
-    let s = ingest(&e, &[a.clone(), b.clone()], "default");
+    let s = ingest(&e, &[&a, &b], "default");
     assert_eq!((s.ingested, s.documents), (2, 2));
     let hits = e.search("default", "axolotls", 10).unwrap();
     assert_eq!(hits.len(), 1, "one document, one chunk");
@@ -304,8 +305,8 @@ fn collections_are_isolated() {
     let f = write(tmp.path(), "f.txt", "Okapis live in the Ituri rainforest.");
     let g = write(tmp.path(), "g.txt", "Okapis are related to giraffes.");
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
-    ingest(&e, &[f.clone()], "one");
-    ingest(&e, &[f, g], "two");
+    ingest(&e, &[&f], "one");
+    ingest(&e, &[&f, &g], "two");
     assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);
     assert_eq!(top_titles(&e, "two", "okapis").len(), 2);
     let err = e.search("three", "okapis", 5).unwrap_err();
@@ -324,13 +325,13 @@ fn index_catches_up_after_a_crash_between_store_and_index_commits() {
     let g = write(tmp.path(), "g.txt", "Aardvarks eat termites.");
     {
         let e = Engine::open(&data, Config::default()).unwrap();
-        ingest(&e, &[f.clone()], "default");
+        ingest(&e, &[&f], "default");
     }
     // Simulate a crash after the store commit of a batch: write the batch straight to
     // the store (with its journal) and never touch the index.
     {
         let staging = Engine::in_memory(Config::default());
-        ingest(&staging, &[g.clone()], "default");
+        ingest(&staging, &[&g], "default");
         let key = staging.store().document_keys("default").unwrap()[0];
         let doc = staging.store().document("default", key).unwrap().unwrap();
         let chunks = staging.store().chunks(key).unwrap();
@@ -389,7 +390,7 @@ fn big_sources_stream_in_their_own_batch_and_roll_back_on_failure() {
     lines.push_str("{not json}\n");
     let bad_big = write(tmp.path(), "c_bad.jsonl", &lines);
     let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
-    let s = ingest(&e, &[small, big, bad_big], "default");
+    let s = ingest(&e, &[&small, &big, &bad_big], "default");
     assert_eq!((s.ingested, s.failed), (2, 1), "{s:#?}");
     assert!(s.errors[0].message.contains("line 301"), "{:?}", s.errors);
     assert!(

@@ -371,11 +371,13 @@ impl KeywordIndex {
         > = HashMap::new();
         let mut out = Vec::with_capacity(top.len());
         for s in top {
-            if !columns.contains_key(&s.seg) {
-                let ff = searcher.segment_readers()[s.seg as usize].fast_fields();
-                columns.insert(s.seg, (ff.u64("doc")?, ff.u64("ord")?));
-            }
-            let (dc, oc) = &columns[&s.seg];
+            let (dc, oc) = match columns.entry(s.seg) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let ff = searcher.segment_readers()[s.seg as usize].fast_fields();
+                    e.insert((ff.u64("doc")?, ff.u64("ord")?))
+                }
+            };
             let doc = dc.first(s.doc).unwrap_or_default();
             let ordinal = oc.first(s.doc).unwrap_or_default() as u32;
             out.push(KeywordHit {

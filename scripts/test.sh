@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace. Installs what is missing (cargo-nextest) and uses a
+# shared target folder so repeated runs on one machine reuse the build.
+#
+#   scripts/test.sh            # the whole suite
+#   scripts/test.sh -E 'test(kill_9)'   # extra arguments go to cargo nextest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
+mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "cargo-nextest not found: installing it from crates.io" >&2
+  cargo install cargo-nextest --locked
+fi
+
+cargo nextest run --workspace --no-fail-fast "$@"
+# nextest does not run doc tests.
+cargo test --workspace --doc --quiet
