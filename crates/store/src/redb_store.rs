@@ -14,6 +14,9 @@ use redb::{ReadableTable, TableDefinition};
 use crate::logic::{Batch, Reader};
 use crate::raw::{RawRead, RawWrite, Table};
 
+/// Page cache of the store: bounds memory on large ingests (redb's default is 1 GiB).
+const CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
 const COLLECTIONS: Def = TableDefinition::new("collections");
@@ -50,13 +53,16 @@ impl RedbStore {
             std::fs::create_dir_all(parent)
                 .map_err(|e| StoreError::Unavailable(format!("{}: {e}", parent.display())))?;
         }
-        let db = redb::Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Unavailable(format!(
-                "{} is in use by another neuralcore process",
-                path.display()
-            )),
-            other => StoreError::Unavailable(format!("{}: {other}", path.display())),
-        })?;
+        let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Unavailable(format!(
+                    "{} is in use by another neuralcore process",
+                    path.display()
+                )),
+                other => StoreError::Unavailable(format!("{}: {other}", path.display())),
+            })?;
         let txn = db.begin_write().map_err(be)?;
         for t in Table::ALL {
             txn.open_table(def(t)).map_err(be)?;
