@@ -1,8 +1,13 @@
 //! The text analyzer shared by indexing and querying.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer, Token,
+    TokenFilter, TokenStream, Tokenizer,
 };
 
 /// Which stop words to drop.
@@ -94,9 +99,121 @@ impl AnalyzerConfig {
             }
         }
         if let Some(lang) = language(&self.stemmer)? {
-            b = b.filter_dynamic(Stemmer::new(lang));
+            b = b.filter_dynamic(CachedStemmer::new(lang));
         }
         Ok(b.build())
+    }
+}
+
+/// rust-stemmers algorithm for a tantivy language.
+fn algorithm(lang: Language) -> rust_stemmers::Algorithm {
+    use rust_stemmers::Algorithm as A;
+    match lang {
+        Language::French => A::French,
+        Language::German => A::German,
+        Language::Spanish => A::Spanish,
+        Language::Italian => A::Italian,
+        Language::Portuguese => A::Portuguese,
+        Language::Dutch => A::Dutch,
+        Language::Swedish => A::Swedish,
+        Language::Norwegian => A::Norwegian,
+        Language::Danish => A::Danish,
+        Language::Finnish => A::Finnish,
+        Language::Russian => A::Russian,
+        _ => A::English,
+    }
+}
+
+/// Entries a thread's stem cache holds before it is cleared.
+const STEM_CACHE_MAX: usize = 200_000;
+
+thread_local! {
+    /// Stems already computed, per language: Snowball stemming dominates analysis time
+    /// and word frequencies are Zipfian, so most tokens hit the cache.
+    static STEMS: RefCell<HashMap<(u8, String), String>> = RefCell::new(HashMap::new());
+}
+
+/// A Snowball stemmer (the same algorithm as tantivy's `Stemmer`) with a per-thread cache.
+#[derive(Clone)]
+struct CachedStemmer {
+    lang: Language,
+    stemmer: Arc<rust_stemmers::Stemmer>,
+}
+
+impl CachedStemmer {
+    fn new(lang: Language) -> Self {
+        CachedStemmer {
+            lang,
+            stemmer: Arc::new(rust_stemmers::Stemmer::create(algorithm(lang))),
+        }
+    }
+}
+
+impl TokenFilter for CachedStemmer {
+    type Tokenizer<T: Tokenizer> = CachedStemmerTokenizer<T>;
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> CachedStemmerTokenizer<T> {
+        CachedStemmerTokenizer {
+            inner: tokenizer,
+            stem: self,
+            key: (0, String::new()),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct CachedStemmerTokenizer<T> {
+    inner: T,
+    stem: CachedStemmer,
+    key: (u8, String),
+}
+
+impl<T: Tokenizer> Tokenizer for CachedStemmerTokenizer<T> {
+    type TokenStream<'a> = CachedStemmerStream<'a, T::TokenStream<'a>>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        CachedStemmerStream {
+            inner: self.inner.token_stream(text),
+            stem: &self.stem,
+            key: &mut self.key,
+        }
+    }
+}
+
+struct CachedStemmerStream<'a, S> {
+    inner: S,
+    stem: &'a CachedStemmer,
+    key: &'a mut (u8, String),
+}
+
+impl<S: TokenStream> TokenStream for CachedStemmerStream<'_, S> {
+    fn advance(&mut self) -> bool {
+        if !self.inner.advance() {
+            return false;
+        }
+        let token = self.inner.token_mut();
+        self.key.0 = self.stem.lang as u8;
+        self.key.1.clear();
+        self.key.1.push_str(&token.text);
+        STEMS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if let Some(stemmed) = cache.get(&*self.key) {
+                token.text.clear();
+                token.text.push_str(stemmed);
+                return;
+            }
+            let stemmed = self.stem.stemmer.stem(&token.text).into_owned();
+            if cache.len() >= STEM_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(self.key.clone(), stemmed.clone());
+            token.text = stemmed;
+        });
+        true
+    }
+    fn token(&self) -> &Token {
+        self.inner.token()
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        self.inner.token_mut()
     }
 }
 
@@ -164,6 +281,33 @@ mod tests {
             out.push(s.token().text.clone());
         }
         out
+    }
+
+    #[test]
+    fn cached_stemmer_agrees_with_tantivy_stemmer() {
+        use tantivy::tokenizer::Stemmer;
+        let text = "running runner runs ran easily fairly generously relational conditional \
+                    universities university organizations organization running runs";
+        for lang in ["english", "french", "german"] {
+            let cfg = AnalyzerConfig {
+                stemmer: lang.into(),
+                stopwords: Stopwords::Named("none".into()),
+                ..Default::default()
+            };
+            let mut reference = TextAnalyzer::builder(SimpleTokenizer::default())
+                .filter(RemoveLongFilter::limit(40))
+                .filter(LowerCaser)
+                .filter(Stemmer::new(language(lang).unwrap().unwrap()))
+                .build();
+            let mut s = reference.token_stream(text);
+            let mut expect = Vec::new();
+            while s.advance() {
+                expect.push(s.token().text.clone());
+            }
+            // Twice: the second pass is served from the cache.
+            assert_eq!(tokens(&cfg, text), expect, "{lang}");
+            assert_eq!(tokens(&cfg, text), expect, "{lang} (cached)");
+        }
     }
 
     #[test]

@@ -7,12 +7,11 @@ use std::sync::Mutex;
 
 use neuralcore_core::DocKey;
 use serde::{Deserialize, Serialize};
-use tantivy::postings::Postings;
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, INDEXED,
 };
 use tantivy::tokenizer::TextAnalyzer;
-use tantivy::{doc, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Term, TERMINATED};
+use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Term};
 
 use crate::analyzer::AnalyzerConfig;
 
@@ -263,71 +262,96 @@ impl KeywordIndex {
         if params.title_weight > 0.0 {
             fields.push((self.f_title, params.title_weight as f32));
         }
-        // Per-field statistics and per-term weights.
-        struct FieldTerms {
-            field: Field,
-            cache: [f32; 256],
-            terms: Vec<(Term, f32)>,
+        // Per-field statistics and per-term weights. Each term is looked up once per
+        // segment; its document frequency is the sum over segments.
+        let segs = searcher.segment_readers();
+        struct FieldPlan {
+            norm: [f32; 256],
+            /// `1 / (1 + norm)`: the common tf = 1 case without a division.
+            inv1: [f32; 256],
+            invs: Vec<std::sync::Arc<tantivy::InvertedIndexReader>>,
+            norms: Vec<tantivy::fieldnorm::FieldNormReader>,
+            /// (weight, term info per segment)
+            terms: Vec<(f32, Vec<Option<tantivy::postings::TermInfo>>)>,
         }
-        let total_docs: u64 = searcher
-            .segment_readers()
-            .iter()
-            .map(|s| s.max_doc() as u64)
-            .sum();
+        let total_docs: u64 = segs.iter().map(|s| s.max_doc() as u64).sum();
         let mut plan = Vec::new();
         for (field, weight) in fields {
+            let mut invs = Vec::with_capacity(segs.len());
+            let mut norms = Vec::with_capacity(segs.len());
             let mut tokens = 0u64;
-            for seg in searcher.segment_readers() {
-                tokens += seg.inverted_index(field)?.total_num_tokens();
+            for seg in segs {
+                let inv = seg.inverted_index(field)?;
+                tokens += inv.total_num_tokens();
+                invs.push(inv);
+                norms.push(seg.get_fieldnorms_reader(field)?);
             }
             let avgdl = (tokens as f32 / total_docs.max(1) as f32).max(1e-6);
-            let mut cache = [0f32; 256];
-            for (id, slot) in cache.iter_mut().enumerate() {
+            let mut norm = [0f32; 256];
+            for (id, slot) in norm.iter_mut().enumerate() {
                 let dl = tantivy::fieldnorm::FieldNormReader::id_to_fieldnorm(id as u8) as f32;
                 *slot = k1 * (1.0 - b + b * dl / avgdl);
             }
+            let inv1 = norm.map(|n| 1.0 / (1.0 + n));
             let mut terms = Vec::new();
             for (t, qtf) in &qterms {
                 let term = Term::from_field_text(field, t);
-                let df = searcher.doc_freq(&term)? as f32;
-                if df == 0.0 {
+                let mut infos = Vec::with_capacity(segs.len());
+                let mut df = 0u64;
+                for inv in &invs {
+                    let ti = inv.get_term_info(&term)?;
+                    df += ti.as_ref().map_or(0, |ti| ti.doc_freq as u64);
+                    infos.push(ti);
+                }
+                if df == 0 {
                     continue;
                 }
+                let df = df as f32;
                 let idf = (1.0 + (n_docs - df + 0.5) / (df + 0.5)).ln();
-                terms.push((term, weight * qtf * idf * (k1 + 1.0)));
+                terms.push((weight * qtf * idf * (k1 + 1.0), infos));
             }
-            plan.push(FieldTerms {
-                field,
-                cache,
+            plan.push(FieldPlan {
+                norm,
+                inv1,
+                invs,
+                norms,
                 terms,
             });
         }
         let mut heap: BinaryHeap<Scored> = BinaryHeap::with_capacity(k + 1);
         let mut scores: Vec<f32> = Vec::new();
         let mut touched: Vec<u32> = Vec::new();
-        for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
+        for (seg_ord, seg) in segs.iter().enumerate() {
             scores.clear();
             scores.resize(seg.max_doc() as usize, 0.0);
             touched.clear();
-            for ft in &plan {
-                let inv = seg.inverted_index(ft.field)?;
-                let norms = seg.get_fieldnorms_reader(ft.field)?;
-                for (term, w) in &ft.terms {
-                    let Some(mut postings) =
-                        inv.read_postings(term, IndexRecordOption::WithFreqs)?
-                    else {
-                        continue;
-                    };
-                    let mut d = postings.doc();
-                    while d != TERMINATED {
-                        let tf = postings.term_freq() as f32;
-                        let norm = ft.cache[norms.fieldnorm_id(d) as usize];
-                        let s = &mut scores[d as usize];
-                        if *s == 0.0 {
-                            touched.push(d);
+            for fp in &plan {
+                let inv = &fp.invs[seg_ord];
+                let norms = &fp.norms[seg_ord];
+                for (w, infos) in &fp.terms {
+                    let Some(ti) = &infos[seg_ord] else { continue };
+                    let mut block =
+                        inv.read_block_postings_from_terminfo(ti, IndexRecordOption::WithFreqs)?;
+                    loop {
+                        let docs = block.docs();
+                        if docs.is_empty() {
+                            break;
                         }
-                        *s += w * tf / (tf + norm);
-                        d = postings.advance();
+                        for (&d, &tf) in docs.iter().zip(block.freqs()) {
+                            let id = norms.fieldnorm_id(d) as usize;
+                            let c = if tf == 1 {
+                                w * fp.inv1[id]
+                            } else {
+                                let tf = tf as f32;
+                                w * tf / (tf + fp.norm[id])
+                            };
+                            let s = &mut scores[d as usize];
+                            if *s == 0.0 {
+                                touched.push(d);
+                            }
+                            *s += c;
+                        }
+                        block.advance();
                     }
                 }
             }
