@@ -410,7 +410,9 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             obs.document();
             let p = self.prepare(doc, &src);
             keys.push(p.record.key);
-            if !direct {
+            let written = if direct {
+                self.write(p)
+            } else {
                 buffered_bytes += p.bytes;
                 buffered.push(p);
                 if buffered_bytes <= limit {
@@ -418,7 +420,8 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 }
                 // Too big to buffer: commit what came before, then stream into a batch
                 // of this source alone.
-                let switch = (|| -> Result<usize, EngineError> {
+                direct = true;
+                (|| -> Result<usize, EngineError> {
                     self.commit()?;
                     self.ensure_batch()?;
                     self.strip(&source_id, &old_keys)?;
@@ -427,21 +430,9 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                         n += self.write(p)?;
                     }
                     Ok(n)
-                })();
-                direct = true;
-                return match switch {
-                    Ok(n) => {
-                        new_chunks += n;
-                        Ok(())
-                    }
-                    Err(e) => {
-                        let msg = e.to_string();
-                        fatal = Some(e);
-                        Err(LoadError::Sink(msg))
-                    }
-                };
-            }
-            match self.write(p) {
+                })()
+            };
+            match written {
                 Ok(n) => {
                     new_chunks += n;
                     Ok(())

@@ -192,14 +192,7 @@ impl Columns {
 
 /// Refuse binary files (NUL in the first bytes) and empty ones before parsing.
 fn sniff(path: &std::path::Path) -> Result<(), LoadError> {
-    let file = std::fs::File::open(path).map_err(|e| LoadError::Io(e.to_string()))?;
-    if file
-        .metadata()
-        .map_err(|e| LoadError::Io(e.to_string()))?
-        .is_dir()
-    {
-        return Err(LoadError::Io("is a directory".into()));
-    }
+    let file = super::open_file(path)?;
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     file.take(SNIFF_BYTES as u64)
         .read_to_end(&mut head)

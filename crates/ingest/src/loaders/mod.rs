@@ -211,8 +211,21 @@ pub(crate) fn read_text(
 }
 
 /// Read a whole file as bytes, refusing files over `limit` and empty ones.
-pub(crate) fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, LoadError> {
+/// Open a file for reading; a folder is an error.
+pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, LoadError> {
     let file = std::fs::File::open(path).map_err(|e| LoadError::Io(e.to_string()))?;
+    if file
+        .metadata()
+        .map_err(|e| LoadError::Io(e.to_string()))?
+        .is_dir()
+    {
+        return Err(LoadError::Io("is a directory".into()));
+    }
+    Ok(file)
+}
+
+pub(crate) fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, LoadError> {
+    let file = open_file(path)?;
     let size = file
         .metadata()
         .map_err(|e| LoadError::Io(e.to_string()))?
@@ -265,14 +278,7 @@ pub(crate) struct LineReader {
 
 impl LineReader {
     pub(crate) fn open(path: &Path) -> Result<Self, LoadError> {
-        let file = std::fs::File::open(path).map_err(|e| LoadError::Io(e.to_string()))?;
-        if file
-            .metadata()
-            .map_err(|e| LoadError::Io(e.to_string()))?
-            .is_dir()
-        {
-            return Err(LoadError::Io("is a directory".into()));
-        }
+        let file = open_file(path)?;
         Ok(LineReader {
             inner: std::io::BufReader::with_capacity(1 << 16, file),
             buf: Vec::new(),
