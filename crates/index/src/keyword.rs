@@ -391,7 +391,13 @@ impl KeywordIndex {
             let cache = &caches[seg_ord];
             scores.clear();
             scores.resize(seg.max_doc() as usize, 0.0);
-            touched.clear();
+            // Every document is recorded once, when it first scores: written
+            // unconditionally and kept by advancing the length, so the hot loop has no
+            // unpredictable branch.
+            if touched.len() <= seg.max_doc() as usize {
+                touched.resize(seg.max_doc() as usize + 1, 0);
+            }
+            let mut n_touched = 0usize;
             for fp in &plan {
                 let ids: &[u8] = if fp.body {
                     &cache.body_norms
@@ -414,9 +420,8 @@ impl KeywordIndex {
                                 None => w * tf as f32 / (tf as f32 + fp.norm[id]),
                             };
                             let s = &mut scores[d as usize];
-                            if *s == 0.0 {
-                                touched.push(d);
-                            }
+                            touched[n_touched] = d;
+                            n_touched += (*s == 0.0) as usize;
                             *s += c;
                         }
                         block.advance();
@@ -426,7 +431,7 @@ impl KeywordIndex {
             // Top k by score, ties by (document key, ordinal): independent of how
             // the index happens to be split into segments.
             let alive = seg.alive_bitset();
-            for &d in &touched {
+            for &d in &touched[..n_touched] {
                 let s = scores[d as usize];
                 if heap.len() == k && heap.peek().is_some_and(|min| s < min.score) {
                     continue;
