@@ -1,0 +1,311 @@
+//! `nc-bench`: micro-benchmarks of neuralcore's keyword index, for comparison with
+//! bm25s (see `bench/bm25s_bench.py` and `bench/run.sh`).
+//!
+//! ```text
+//! nc-bench index --corpus corpus.jsonl [--reps 5]
+//! nc-bench query --corpus corpus.jsonl --queries queries.jsonl [--reps 5] [--k 10]
+//!                [--qrels qrels/test.tsv]
+//! ```
+//!
+//! Both accept `--stopwords-file FILE` (one word per line, replaces the default
+//! stop-word list), `--min-token-len N` and `--stemmer LANG|none`, to align the
+//! analyzer with another tokenizer; `query` also takes `--k1`, `--b` and `--title-weight` (default:
+//! `Bm25Params::default()`). Results are JSON lines on stdout, with the analyzer and
+//! BM25 settings used and `--variant LABEL` (default `default`); reading the JSON
+//! files is not timed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use neuralcore_core::DocKey;
+use neuralcore_index::{AnalyzerConfig, Bm25Params, IndexChunk, KeywordIndex, Stopwords};
+use serde::Deserialize;
+use serde_json::json;
+
+type Result<T> = std::result::Result<T, String>;
+
+const USAGE: &str = "usage:
+  nc-bench index --corpus FILE [--reps N] [ANALYZER]
+  nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
+ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
+  [--variant LABEL]
+  query only: [--k1 X] [--b X] [--title-weight X] (default: Bm25Params::default())";
+
+#[derive(Deserialize)]
+struct CorpusDoc {
+    #[serde(rename = "_id")]
+    id: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Query {
+    #[serde(rename = "_id")]
+    id: String,
+    text: String,
+}
+
+struct Opts {
+    corpus: Option<PathBuf>,
+    queries: Option<PathBuf>,
+    qrels: Option<PathBuf>,
+    reps: usize,
+    k: usize,
+    stopwords_file: Option<PathBuf>,
+    min_token_len: usize,
+    stemmer: Option<String>,
+    bm25: Bm25Params,
+    variant: String,
+}
+
+fn parse_opts(args: &[String]) -> Result<Opts> {
+    let mut o = Opts {
+        corpus: None,
+        queries: None,
+        qrels: None,
+        reps: 5,
+        k: 10,
+        stopwords_file: None,
+        min_token_len: 1,
+        stemmer: None,
+        bm25: Bm25Params::default(),
+        variant: "default".into(),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{a} needs a value"))
+        };
+        let num = |v: String| parse_num::<usize>(a, &v);
+        match a.as_str() {
+            "--corpus" => o.corpus = Some(val()?.into()),
+            "--queries" => o.queries = Some(val()?.into()),
+            "--qrels" => o.qrels = Some(val()?.into()),
+            "--reps" => o.reps = num(val()?)?.max(1),
+            "--k" => o.k = num(val()?)?.max(1),
+            "--stopwords-file" => o.stopwords_file = Some(val()?.into()),
+            "--min-token-len" => o.min_token_len = num(val()?)?.max(1),
+            "--stemmer" => o.stemmer = Some(val()?),
+            "--k1" => o.bm25.k1 = parse_num(a, &val()?)?,
+            "--b" => o.bm25.b = parse_num(a, &val()?)?,
+            "--title-weight" => o.bm25.title_weight = parse_num(a, &val()?)?,
+            "--variant" => o.variant = val()?,
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+fn parse_num<T: std::str::FromStr>(arg: &str, v: &str) -> Result<T> {
+    v.parse().map_err(|_| format!("{arg}: not a number: {v}"))
+}
+
+fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// BEIR qrels: query id → (corpus id → grade); the header line is skipped.
+fn read_qrels(path: &Path) -> Result<HashMap<String, HashMap<String, i64>>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut out: HashMap<String, HashMap<String, i64>> = HashMap::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 3 {
+            continue;
+        }
+        let grade: i64 = f[2].trim().parse().unwrap_or(0);
+        out.entry(f[0].to_string())
+            .or_default()
+            .insert(f[1].to_string(), grade);
+    }
+    Ok(out)
+}
+
+fn analyzer(o: &Opts) -> Result<AnalyzerConfig> {
+    let mut cfg = AnalyzerConfig {
+        min_token_len: o.min_token_len,
+        ..AnalyzerConfig::default()
+    };
+    if let Some(p) = &o.stopwords_file {
+        let words = std::fs::read_to_string(p)
+            .map_err(|e| format!("cannot read {}: {e}", p.display()))?
+            .lines()
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect();
+        cfg.stopwords = Stopwords::List(words);
+    }
+    if let Some(s) = &o.stemmer {
+        cfg.stemmer = s.clone();
+    }
+    Ok(cfg)
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn build(cfg: &AnalyzerConfig, docs: &[CorpusDoc]) -> Result<KeywordIndex> {
+    let idx = KeywordIndex::in_memory(cfg).map_err(|e| e.to_string())?;
+    let chunks = docs.iter().enumerate().map(|(i, d)| IndexChunk {
+        doc: i as DocKey,
+        ordinal: 0,
+        title: &d.title,
+        body: &d.text,
+    });
+    idx.apply(&[], chunks, 1).map_err(|e| e.to_string())?;
+    Ok(idx)
+}
+
+fn bench_index(o: &Opts) -> Result<()> {
+    let corpus = o.corpus.as_ref().ok_or("index needs --corpus")?;
+    let docs: Vec<CorpusDoc> = read_jsonl(corpus)?;
+    let cfg = analyzer(o)?;
+    let mut secs = Vec::with_capacity(o.reps);
+    let mut chunks = 0;
+    for _ in 0..o.reps {
+        let t = Instant::now();
+        let idx = build(&cfg, &docs)?;
+        secs.push(t.elapsed().as_secs_f64());
+        chunks = idx.num_chunks();
+        drop(idx);
+    }
+    if chunks != docs.len() as u64 {
+        return Err(format!("indexed {chunks} chunks for {} docs", docs.len()));
+    }
+    let med = median(&secs);
+    let line = json!({
+        "bench": "index", "impl": "neuralcore", "variant": o.variant, "analyzer_config": cfg,
+        "docs": docs.len(), "reps": o.reps, "secs": secs,
+        "median_secs": med, "docs_per_s": docs.len() as f64 / med,
+    });
+    println!("{line}");
+    Ok(())
+}
+
+/// nDCG@k with linear gains (as pytrec_eval / BEIR compute it).
+fn ndcg_at(ranked: &[&str], rels: &HashMap<String, i64>, k: usize) -> f64 {
+    let dcg: f64 = ranked
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, id)| *rels.get(*id).unwrap_or(&0) as f64 / (i as f64 + 2.0).log2())
+        .sum();
+    let mut ideal: Vec<i64> = rels.values().copied().filter(|g| *g > 0).collect();
+    ideal.sort_unstable_by(|a, b| b.cmp(a));
+    let idcg: f64 = ideal
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, g)| *g as f64 / (i as f64 + 2.0).log2())
+        .sum();
+    if idcg > 0.0 {
+        dcg / idcg
+    } else {
+        0.0
+    }
+}
+
+fn bench_query(o: &Opts) -> Result<()> {
+    let corpus = o.corpus.as_ref().ok_or("query needs --corpus")?;
+    let qpath = o.queries.as_ref().ok_or("query needs --queries")?;
+    let docs: Vec<CorpusDoc> = read_jsonl(corpus)?;
+    let queries: Vec<Query> = read_jsonl(qpath)?;
+    let cfg = analyzer(o)?;
+    let idx = build(&cfg, &docs)?;
+    let params = o.bm25;
+    // One untimed pass (warms caches), which also yields the rankings for nDCG.
+    let mut ranked: Vec<Vec<DocKey>> = Vec::with_capacity(queries.len());
+    for q in &queries {
+        let hits = idx
+            .search(&q.text, o.k, &params)
+            .map_err(|e| e.to_string())?;
+        ranked.push(hits.iter().map(|h| h.doc).collect());
+    }
+    let mut secs = Vec::with_capacity(o.reps);
+    let mut total_hits = 0usize;
+    for _ in 0..o.reps {
+        total_hits = 0;
+        let t = Instant::now();
+        for q in &queries {
+            let hits = idx
+                .search(&q.text, o.k, &params)
+                .map_err(|e| e.to_string())?;
+            total_hits += hits.len();
+        }
+        secs.push(t.elapsed().as_secs_f64());
+    }
+    let med = median(&secs);
+    let mut line = json!({
+        "bench": "query", "impl": "neuralcore", "variant": o.variant, "analyzer_config": cfg,
+        "bm25": params,
+        "docs": docs.len(), "queries": queries.len(), "k": o.k, "reps": o.reps,
+        "threads": 1, "secs": secs, "median_secs": med,
+        "queries_per_s": queries.len() as f64 / med, "hits": total_hits,
+    });
+    if let Some(p) = &o.qrels {
+        let qrels = read_qrels(p)?;
+        let mut sum = 0.0;
+        let mut n = 0usize;
+        for (q, r) in queries.iter().zip(&ranked) {
+            if let Some(rels) = qrels.get(&q.id) {
+                let ids: Vec<&str> = r.iter().map(|d| docs[*d as usize].id.as_str()).collect();
+                sum += ndcg_at(&ids, rels, 10);
+                n += 1;
+            }
+        }
+        line["ndcg@10"] = json!(if n > 0 { sum / n as f64 } else { 0.0 });
+        line["judged_queries"] = json!(n);
+    }
+    println!("{line}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let run = |f: fn(&Opts) -> Result<()>| parse_opts(&args[1..]).and_then(|o| f(&o));
+    let res = match cmd.as_str() {
+        "index" => run(bench_index),
+        "query" => run(bench_query),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown subcommand {other}\n{USAGE}")),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nc-bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
