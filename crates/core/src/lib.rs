@@ -5,10 +5,12 @@
 //! indexes, the engine, the CLI) speaks in these types.
 
 pub mod error;
+pub mod model;
 pub mod store;
 pub mod text;
 pub mod types;
 
 pub use error::{StoreError, StoreResult};
+pub use model::{Embedder, ModelError, TextKind};
 pub use store::{DocStore, IndexJournal, StoreBatch};
 pub use types::*;

@@ -1,0 +1,50 @@
+//! The model contracts: embedders (and, later, rerankers and LLMs).
+
+use thiserror::Error;
+
+/// What a text is, for models that embed queries and documents differently
+/// (instruction prefixes such as bge's query instruction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    /// A search query.
+    Query,
+    /// A passage to be searched.
+    Document,
+}
+
+/// What can go wrong with a model.
+#[derive(Debug, Error)]
+pub enum ModelError {
+    /// The model files are not there.
+    #[error("model not found: {0}")]
+    NotFound(String),
+    /// The files are there but are not a model this code can run.
+    #[error("invalid model: {0}")]
+    Invalid(String),
+    /// A file did not match its expected checksum.
+    #[error("checksum mismatch: {0}")]
+    Checksum(String),
+    /// Fetching the model failed (network, pip, ...).
+    #[error("cannot fetch model: {0}")]
+    Fetch(String),
+    /// Running the model failed.
+    #[error("inference failed: {0}")]
+    Inference(String),
+}
+
+/// Turns texts into dense vectors. Implementations are stateless between calls and
+/// safe to share between threads.
+pub trait Embedder: Send + Sync {
+    /// Identifies the model and its settings; part of every embedding cache key.
+    fn model_id(&self) -> &str;
+    /// Length of each vector.
+    fn dimension(&self) -> usize;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Vec<Vec<f32>>, ModelError>;
+    /// The vector of one query.
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, ModelError> {
+        self.embed(&[text], TextKind::Query)?
+            .pop()
+            .ok_or_else(|| ModelError::Inference("no vector returned".into()))
+    }
+}

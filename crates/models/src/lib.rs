@@ -1,0 +1,10 @@
+//! Models run in Rust: a BERT encoder on candle, sentence embedders with
+//! sentence-transformers' pooling and normalization, and the model cache that
+//! `neuralcore models pull` fills.
+
+pub mod bert;
+pub mod cache;
+pub mod sentence;
+
+pub use cache::{known, CachedModel, KnownModel, ModelCache, DEFAULT_EMBEDDER, KNOWN_MODELS};
+pub use sentence::{Pooling, SentenceEmbedder};
