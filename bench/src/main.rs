@@ -26,6 +26,10 @@ use serde_json::json;
 
 type Result<T> = std::result::Result<T, String>;
 
+/// The same allocator as the `neuralcore` binary, so timings match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage:
   nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]

@@ -211,6 +211,13 @@ enum DebugCommand {
     },
 }
 
+/// mimalloc keeps freed memory for reuse instead of returning every large block to the
+/// kernel: model inference allocates tens of MB per layer, and with the system
+/// allocator a quarter of embedding time went to page faults (measured in
+/// `bench/embed/README.md`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.global);
