@@ -116,6 +116,9 @@ pub struct DocumentRecord {
     pub metadata: BTreeMap<String, serde_json::Value>,
     /// Every place this content was found.
     pub provenance: Vec<Provenance>,
+    /// The chunker and its settings that cut this document (a change re-chunks it).
+    #[serde(default)]
+    pub chunking: String,
 }
 
 impl DocumentRecord {

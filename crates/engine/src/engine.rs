@@ -31,6 +31,9 @@ pub struct Engine {
     indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
 }
 
+/// Generation stamped on an index while it is being rebuilt.
+const REBUILDING: u64 = u64::MAX;
+
 /// How many chunks go into one index commit while rebuilding an index.
 const REBUILD_BATCH: usize = 50_000;
 
@@ -128,7 +131,7 @@ impl Engine {
             return Ok(());
         }
         let journal = self.store.index_journal(collection)?;
-        if idx_gen + 1 == store_gen && journal.generation == store_gen {
+        if idx_gen.checked_add(1) == Some(store_gen) && journal.generation == store_gen {
             tracing::info!(
                 collection,
                 generation = store_gen,
@@ -171,8 +174,9 @@ impl Engine {
             }
             let last = i + 1 == keys.len();
             if pending.len() >= REBUILD_BATCH || last {
-                // Intermediate commits carry generation 0 so a crash mid-rebuild rebuilds again.
-                let g = if last { store_gen } else { 0 };
+                // Intermediate commits carry a generation no store reaches, so a crash
+                // mid-rebuild is never mistaken for "one batch behind": it rebuilds again.
+                let g = if last { store_gen } else { REBUILDING };
                 idx.apply(
                     &[],
                     pending.iter().map(|(t, c)| IndexChunk {
@@ -190,6 +194,15 @@ impl Engine {
             idx.apply(&[], std::iter::empty(), store_gen)?;
         }
         Ok(())
+    }
+
+    /// Drop the cached index of a collection (after a failed index commit), so the
+    /// next use re-syncs it with the store.
+    pub(crate) fn forget_index(&self, collection: &str) {
+        self.indexes
+            .lock()
+            .expect("index map lock")
+            .remove(collection);
     }
 
     fn chunks_of(&self, docs: &[DocKey]) -> Result<Vec<Chunk>, EngineError> {

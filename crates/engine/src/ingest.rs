@@ -206,7 +206,11 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 .map(|i| i.generation)
                 .unwrap_or(0);
             if let Some(s) = session {
-                s.commit(generation)?;
+                if let Err(e) = s.commit(generation) {
+                    // The store is ahead now; a fresh open replays or rebuilds.
+                    self.engine.forget_index(&c);
+                    return Err(e.into());
+                }
             }
         }
         Ok(())
@@ -249,6 +253,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             n_chunks: chunks.len() as u32,
             metadata: doc.metadata,
             provenance: Vec::new(),
+            chunking: self.chunker.name(),
         };
         Prepared {
             record,
@@ -291,37 +296,47 @@ impl<'e, 'i> Ingestor<'e, 'i> {
     }
 
     /// Write one prepared document: a new content gets its record, chunks and index
-    /// entries; known content only gains a provenance.
+    /// entries; known content only gains a provenance, unless it was chunked with other
+    /// settings, in which case it is chunked again (keeping every provenance).
     fn write(&mut self, p: Prepared) -> Result<usize, EngineError> {
         let c = self.collection.clone();
-        match self.batch().document(&c, p.record.key)? {
-            Some(mut d) => {
-                d.provenance.push(p.provenance);
+        let key = p.record.key;
+        let mut provenance = vec![p.provenance];
+        match self.batch().document(&c, key)? {
+            Some(mut d) if d.chunking == p.record.chunking => {
+                d.provenance.append(&mut provenance);
                 d.provenance
                     .sort_by(|a, b| (&a.source_id, &a.locator).cmp(&(&b.source_id, &b.locator)));
                 self.batch().put_document(&d)?;
-                Ok(0)
+                return Ok(0);
             }
-            None => {
-                let mut rec = p.record;
-                rec.provenance.push(p.provenance);
-                self.batch().put_document(&rec)?;
-                for ch in &p.chunks {
-                    self.batch().put_chunk(&c, ch)?;
-                }
-                let session = self.session.as_mut().expect("session open");
-                for ch in &p.chunks {
-                    session.add(IndexChunk {
-                        doc: ch.doc,
-                        ordinal: ch.ordinal,
-                        title: &rec.title,
-                        body: &ch.text,
-                    })?;
-                }
-                self.added.push(rec.key);
-                Ok(p.chunks.len())
+            Some(old) => {
+                self.batch().delete_document(&c, key)?;
+                self.session.as_mut().expect("session open").delete_doc(key);
+                self.removed.insert(key);
+                provenance.extend(old.provenance);
             }
+            None => {}
         }
+        let mut rec = p.record;
+        rec.provenance = provenance;
+        rec.provenance
+            .sort_by(|a, b| (&a.source_id, &a.locator).cmp(&(&b.source_id, &b.locator)));
+        self.batch().put_document(&rec)?;
+        for ch in &p.chunks {
+            self.batch().put_chunk(&c, ch)?;
+        }
+        let session = self.session.as_mut().expect("session open");
+        for ch in &p.chunks {
+            session.add(IndexChunk {
+                doc: ch.doc,
+                ordinal: ch.ordinal,
+                title: &rec.title,
+                body: &ch.text,
+            })?;
+        }
+        self.added.push(key);
+        Ok(p.chunks.len())
     }
 
     fn process(

@@ -27,6 +27,14 @@ fn top_titles(e: &Engine, c: &str, q: &str) -> Vec<String> {
         .collect()
 }
 
+fn e_chunks(data: &Path) -> u64 {
+    Engine::open(data, Config::default())
+        .unwrap()
+        .collection("default")
+        .unwrap()
+        .chunks
+}
+
 fn every_format(dir: &Path) -> PathBuf {
     let d = dir.join("docs");
     write(
@@ -224,7 +232,7 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
         "a.md",
         "# One\n\nOriginal alpha content about walruses.",
     );
-    write(&d, "b.txt", "Stable bravo content about narwhals.");
+    write(&d, "b.txt", "Stable bravo content about narwhals. Narwhals have long tusks. They live in Arctic waters.");
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
     ingest(&e, &[&d], "default");
     let gen = e.collection("default").unwrap().generation;
@@ -251,9 +259,24 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
     // A settings change (chunk size) re-ingests unchanged files.
     drop(e);
     let mut cfg = Config::default();
-    cfg.ingest.chunk_tokens = 64;
+    cfg.ingest.chunk_tokens = 8;
+    let before = e_chunks(&tmp.path().join("data"));
     let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
     assert_eq!(ingest(&e, &[&d], "default").ingested, 2);
+    let info = e.collection("default").unwrap();
+    assert!(
+        info.chunks > before,
+        "re-chunked with 8-token chunks: {} -> {}",
+        before,
+        info.chunks
+    );
+    assert_eq!(
+        info.chunks,
+        e.keyword_index("default").unwrap().num_chunks()
+    );
+    assert_eq!(top_titles(&e, "default", "belugas"), vec!["One"]);
+    let narwhals = top_titles(&e, "default", "narwhals");
+    assert!(narwhals.len() >= 2 && narwhals.iter().all(|t| t == "b"), "{narwhals:?}");
 }
 
 #[test]

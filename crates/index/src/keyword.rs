@@ -323,8 +323,8 @@ impl KeywordIndex {
         }
         qterms.sort_by(|a, b| a.0.cmp(&b.0));
         let searcher = self.reader.searcher();
-        let n_docs = searcher.num_docs() as f32;
-        if qterms.is_empty() || k == 0 || n_docs == 0.0 {
+        let live_docs = searcher.num_docs();
+        if qterms.is_empty() || k == 0 || live_docs == 0 {
             return Ok(Vec::new());
         }
         let segs = searcher.segment_readers();
@@ -346,7 +346,10 @@ impl KeywordIndex {
             invs: Vec<Arc<tantivy::InvertedIndexReader>>,
             terms: Vec<(f32, Vec<Option<tantivy::postings::TermInfo>>)>,
         }
+        // Statistics count deleted chunks that are not merged away yet, like tantivy's
+        // own: document frequencies do, so N must too (or idf can turn negative).
         let total_docs: u64 = segs.iter().map(|s| s.max_doc() as u64).sum();
+        let n_docs = total_docs as f32;
         let mut plan = Vec::with_capacity(fields.len());
         for (field, weight, body) in fields {
             let invs: Vec<_> = segs
@@ -374,7 +377,9 @@ impl KeywordIndex {
                 }
                 let df = df as f32;
                 let idf = (1.0 + (n_docs - df + 0.5) / (df + 0.5)).ln();
-                terms.push((weight * qtf * idf * (k1 + 1.0), infos));
+                // Strictly positive, so a scored document never reads as unscored.
+                let w = (weight * qtf * idf * (k1 + 1.0)).max(f32::MIN_POSITIVE);
+                terms.push((w, infos));
             }
             plan.push(FieldPlan {
                 body,
@@ -384,6 +389,7 @@ impl KeywordIndex {
                 terms,
             });
         }
+        let k = k.min(live_docs as usize);
         let mut heap: BinaryHeap<Scored> = BinaryHeap::with_capacity(k + 1);
         let mut scores: Vec<f32> = Vec::new();
         let mut touched: Vec<u32> = Vec::new();

@@ -139,7 +139,14 @@ fn pack(units: &[Unit], target: usize, overlap: usize) -> Vec<(usize, usize)> {
         }
         let mut s = j;
         let mut ov = 0;
-        while s > i + 1 && ov + units[s - 1].tokens <= overlap && !units[s - 1].para_end {
+        // Repeat whole trailing units up to `overlap` tokens, but never so many that
+        // the next chunk could not also take the unit after them: every chunk must
+        // bring new text.
+        while s > i + 1
+            && ov + units[s - 1].tokens <= overlap
+            && ov + units[s - 1].tokens + units[j].tokens <= target
+            && !units[s - 1].para_end
+        {
             s -= 1;
             ov += units[s].tokens;
         }
@@ -331,6 +338,29 @@ mod tests {
         let t = spans_text(text, &c.chunk(text, &[]));
         assert_eq!(t[0], "One two three. Four five six.");
         assert_eq!(t[1], "Four five six. Seven eight nine.");
+    }
+
+    #[test]
+    fn every_chunk_brings_new_text_when_overlapping() {
+        // A3 B3 C3 then two 10-token windows: overlap must not produce a chunk that
+        // only repeats the end of the previous one.
+        let text = format!(
+            "aa bb cc. dd ee ff. gg hh ii. {}",
+            "w ".repeat(20).trim_end()
+        );
+        let c = SentenceChunker {
+            target_tokens: 10,
+            overlap_tokens: 5,
+        };
+        let spans = c.chunk(&text, &[]);
+        for w in spans.windows(2) {
+            assert!(
+                w[1].end > w[0].end,
+                "chunk {:?} adds nothing after {:?}",
+                w[1],
+                w[0]
+            );
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub fn sample_doc(collection: &str, content: &str) -> DocumentRecord {
             byte_size: content.len() as u64,
             loader: "txt".into(),
         }],
+        chunking: "test".into(),
     }
 }
 
