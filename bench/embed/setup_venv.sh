@@ -28,7 +28,7 @@
 #     ~2.5 GB downloaded instead of 2.8 GB (~5 GB in the venv). Everything,
 #     sentence-transformers included, is installed --no-deps from the lock,
 #     because pip would otherwise "repair" torch's missing optional deps.
-#     `pip check` therefore reports triton/cuda-bindings/cuda-toolkit missing;
+#     `pip check` therefore reports triton/cuda-bindings/cuda-toolkit/cccl missing;
 #     that is expected.
 # torch stays inside this venv: nothing is installed globally.
 set -euo pipefail

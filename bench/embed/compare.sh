@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Embedding throughput, side by side in one run: neuralcore's candle embedder
+# (`nc-bench embed`) against sentence-transformers on CPU torch (`st_throughput.py`),
+# alternating, on the first N SciFact texts (title + " " + text), 2 threads each.
+#   bench/embed/compare.sh [N=500] [ROUNDS=2]
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+N="${1:-500}"; ROUNDS="${2:-2}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
+CORPUS="${SCIFACT_CORPUS:-/work/shared/data/beir/scifact/corpus.jsonl}"
+[[ -f "$CORPUS" ]] || { echo "SKIP: $CORPUS missing"; exit 0; }
+[[ -x "$HERE/.venv/bin/python" ]] || bash "$HERE/setup_venv.sh"
+(cd "$ROOT" && cargo build --release -q -p neuralcore-bench -p neuralcore)
+MODELS="$ROOT/.models"
+"$CARGO_TARGET_DIR/release/neuralcore" --data-dir "$MODELS" models pull
+for r in $(seq "$ROUNDS"); do
+  "$CARGO_TARGET_DIR/release/nc-bench" embed --corpus "$CORPUS" --model-dir "$MODELS/models/all-minilm-l6-v2" -n "$N"
+  "$HERE/.venv/bin/python" "$HERE/st_throughput.py" -n "$N" --threads 2 --batch-size 32 2>/dev/null
+done | tee /tmp/nc-embed-compare.jsonl
+python3 - <<'PY'
+import json, statistics
+rows = [json.loads(l) for l in open("/tmp/nc-embed-compare.jsonl") if l.startswith("{")]
+ours = [r["texts_per_s"] for r in rows if r["impl"] == "neuralcore"]
+st = [r["texts_per_s"] for r in rows if r["impl"] == "sentence-transformers"]
+o, s = statistics.median(ours), statistics.median(st)
+print(f"neuralcore {o:.1f} texts/s, sentence-transformers {s:.1f} texts/s: ratio {o/s:.2f}x")
+PY
