@@ -276,7 +276,10 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
     );
     assert_eq!(top_titles(&e, "default", "belugas"), vec!["One"]);
     let narwhals = top_titles(&e, "default", "narwhals");
-    assert!(narwhals.len() >= 2 && narwhals.iter().all(|t| t == "b"), "{narwhals:?}");
+    assert!(
+        narwhals.len() >= 2 && narwhals.iter().all(|t| t == "b"),
+        "{narwhals:?}"
+    );
 }
 
 #[test]

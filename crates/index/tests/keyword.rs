@@ -155,10 +155,17 @@ fn deleted_but_unmerged_chunks_never_make_scores_negative() {
     // Regression: N counted live chunks while document frequencies counted deleted
     // ones too, so idf went negative after a changed source was re-indexed.
     let idx = KeywordIndex::in_memory(&plain()).unwrap();
-    idx.apply(&[], [chunk(1, "", "apple x"), chunk(2, "", "apple y")], 1).unwrap();
+    idx.apply(&[], [chunk(1, "", "apple x"), chunk(2, "", "apple y")], 1)
+        .unwrap();
     idx.apply(&[2], [chunk(3, "", "apple z")], 2).unwrap();
     let hits = idx.search("apple", 10, &Bm25Params::default()).unwrap();
     assert_eq!(hits.len(), 2);
     assert!(hits.iter().all(|h| h.score > 0.0), "{hits:?}");
-    assert!(idx.search("apple", usize::MAX, &Bm25Params::default()).unwrap().len() == 2, "huge k is fine");
+    assert!(
+        idx.search("apple", usize::MAX, &Bm25Params::default())
+            .unwrap()
+            .len()
+            == 2,
+        "huge k is fine"
+    );
 }

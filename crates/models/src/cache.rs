@@ -69,8 +69,9 @@ pub const KNOWN_MODELS: &[KnownModel] = &[KnownModel {
     ],
 }];
 
-/// Files copied from a local folder for a model this build does not know.
-const GENERIC_FILES: &[&str] = &[
+/// The files of a sentence-transformers model folder that the embedder reads; copied
+/// from a local folder for a model this build does not know.
+pub const MODEL_FILES: &[&str] = &[
     "config.json",
     "tokenizer.json",
     "model.safetensors",
@@ -235,7 +236,7 @@ impl ModelCache {
                 (Some(dir), _) => {
                     let files: Vec<&str> = match known {
                         Some(k) => k.files.iter().map(|(f, _)| *f).collect(),
-                        None => GENERIC_FILES.to_vec(),
+                        None => MODEL_FILES.to_vec(),
                     };
                     copy_folder(dir, &staging, &files)?;
                     format!("folder:{}", dir.display())

@@ -112,17 +112,12 @@ fn batching_and_order_do_not_change_vectors() {
 
 fn copy_model(to: &Path) {
     let src = model_dir();
-    for f in [
-        "config.json",
-        "tokenizer.json",
-        "model.safetensors",
-        "modules.json",
-        "1_Pooling/config.json",
-        "sentence_bert_config.json",
-    ] {
-        let d = to.join(f);
-        std::fs::create_dir_all(d.parent().unwrap()).unwrap();
-        std::fs::copy(src.join(f), d).unwrap();
+    for f in neuralcore_models::cache::MODEL_FILES {
+        if src.join(f).is_file() {
+            let d = to.join(f);
+            std::fs::create_dir_all(d.parent().unwrap()).unwrap();
+            std::fs::copy(src.join(f), d).unwrap();
+        }
     }
 }
 
