@@ -20,6 +20,7 @@ fi
 cargo run --quiet -p neuralcore -- --data-dir .models models pull
 export NEURALCORE_TEST_MODEL_DIR="$PWD/.models/models/all-minilm-l6-v2"
 
-cargo nextest run --workspace --no-fail-fast "$@"
-# nextest does not run doc tests.
+# nextest does not run doc tests: run them first, so the suite's closing line is
+# nextest's summary.
 cargo test --workspace --doc --quiet
+cargo nextest run --workspace --no-fail-fast "$@"
