@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use neuralcore_index::{AnalyzerConfig, Bm25Params, Stopwords};
+use neuralcore_index::{AnalyzerConfig, Bm25Params};
 use neuralcore_ingest::{LoaderOptions, SentenceChunker, WalkOptions};
 use serde::{Deserialize, Serialize};
 
@@ -285,11 +285,6 @@ impl Config {
         }
         if !self.ingest.csv_delimiter.is_ascii() {
             return bad("ingest.csv_delimiter must be one ASCII character".into());
-        }
-        if let Stopwords::Named(n) = &self.analyzer.stopwords {
-            if n != "english" && n != "none" {
-                self.analyzer.build().map_err(EngineError::Config)?;
-            }
         }
         self.analyzer.build().map_err(EngineError::Config)?;
         neuralcore_ingest::walk(&[], &self.ingest.walk()).map_err(EngineError::Config)?;

@@ -530,26 +530,8 @@ impl<'e, 'i> Ingestor<'e, 'i> {
     }
 }
 
-/// Cut chunk texts out of the document by character spans (one pass over the text).
+/// The chunks of a document from the chunker's spans.
 fn slice_chunks(key: DocKey, text: &str, spans: &[ChunkSpan]) -> Vec<Chunk> {
-    let mut bounds: Vec<usize> = spans.iter().flat_map(|s| [s.start, s.end]).collect();
-    bounds.sort_unstable();
-    bounds.dedup();
-    let mut byte_of = std::collections::HashMap::with_capacity(bounds.len());
-    let mut it = bounds.iter().peekable();
-    for (ci, (bi, _)) in text.char_indices().enumerate() {
-        while let Some(&&b) = it.peek() {
-            if b == ci {
-                byte_of.insert(b, bi);
-                it.next();
-            } else {
-                break;
-            }
-        }
-    }
-    for b in it {
-        byte_of.insert(*b, text.len());
-    }
     spans
         .iter()
         .enumerate()
@@ -559,7 +541,7 @@ fn slice_chunks(key: DocKey, text: &str, spans: &[ChunkSpan]) -> Vec<Chunk> {
             span: (s.start as u64, s.end as u64),
             section: s.section.clone(),
             tokens: s.tokens as u32,
-            text: text[byte_of[&s.start]..byte_of[&s.end]].to_string(),
+            text: text[s.bytes.0..s.bytes.1].to_string(),
         })
         .collect()
 }

@@ -513,11 +513,6 @@ impl IndexSession<'_> {
         Ok(())
     }
 
-    /// True when the session holds writes.
-    pub fn is_dirty(&self) -> bool {
-        self.dirty
-    }
-
     /// Make the session's writes visible, recording `generation`.
     pub fn commit(mut self, generation: u64) -> Result<(), IndexError> {
         let payload = Payload {

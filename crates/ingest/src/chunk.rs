@@ -15,6 +15,8 @@ pub struct ChunkSpan {
     pub start: usize,
     /// One past the last character.
     pub end: usize,
+    /// The same span in bytes, for slicing the text.
+    pub bytes: (usize, usize),
     /// Section path of the text it sits in.
     pub section: Vec<String>,
     /// Token count of the span's text.
@@ -106,6 +108,7 @@ impl Chunker for SentenceChunker {
             .map(|(a, b, section)| ChunkSpan {
                 start: lookup(a),
                 end: lookup(b),
+                bytes: (a, b),
                 tokens: count_tokens(&text[a..b]),
                 section,
             })

@@ -3,7 +3,7 @@
 //! Weights are read from a Hugging Face `model.safetensors` with its usual names, with
 //! or without the `bert.` prefix.
 
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Module, Tensor, D};
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
@@ -267,11 +267,6 @@ pub fn max_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
 pub fn l2_normalize(x: &Tensor) -> candle_core::Result<Tensor> {
     let norm = x.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
     x.broadcast_div(&norm)
-}
-
-/// The CPU device.
-pub fn cpu() -> Device {
-    Device::Cpu
 }
 
 #[cfg(test)]
