@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use neuralcore_core::DocKey;
-use neuralcore_engine::Engine;
-use neuralcore_eval::{BeirDataset, QueryMetrics, Summary};
+use neuralcore_engine::{Engine, SearchMode};
+use neuralcore_eval::{side_by_side, BeirDataset, QueryMetrics, Summary};
 
 /// Documents to rank per query (Recall@100 needs 100).
 const DEPTH_DOCS: usize = 100;
@@ -21,6 +21,7 @@ pub fn beir(
     split: &str,
     collection: Option<String>,
     per_query: Option<&Path>,
+    modes: &[SearchMode],
 ) -> Result<()> {
     let ds = BeirDataset::open(dir, split)?;
     for w in &ds.warnings {
@@ -66,66 +67,86 @@ pub fn beir(
         }
     }
     engine.keyword_index(&collection)?; // open and sync before timing
+    let want_vectors = modes.iter().any(|m| *m != SearchMode::Keyword);
+    if want_vectors {
+        match engine.embedder_status() {
+            Ok(_) => {
+                let t = Instant::now();
+                engine.vector_index(&collection)?;
+                if !quiet && t.elapsed().as_secs_f64() > 1.0 {
+                    eprintln!("vector index ready in {:.1} s", t.elapsed().as_secs_f64());
+                }
+            }
+            Err(why) => anyhow::bail!("cannot evaluate vector or hybrid search: {why}"),
+        }
+    }
     let mut out = match per_query {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
         )),
         None => None,
     };
-    let mut metrics = Vec::with_capacity(ds.queries.len());
-    let mut latencies = Vec::with_capacity(ds.queries.len());
-    for q in &ds.queries {
-        let start = Instant::now();
-        let mut depth = DEPTH_DOCS * 3;
-        let ranked = loop {
-            let hits = engine.search_keys(&collection, &q.text, depth)?;
-            let mut ranked: Vec<String> = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            for h in &hits {
-                if seen.insert(h.doc) {
-                    if let Some(ext) = ids.get(&h.doc) {
-                        ranked.extend(ext.iter().cloned());
+    let mut rows: Vec<(String, Summary)> = Vec::new();
+    for &mode in modes {
+        let label = mode.to_string();
+        let mut metrics = Vec::with_capacity(ds.queries.len());
+        let mut latencies = Vec::with_capacity(ds.queries.len());
+        for q in &ds.queries {
+            let start = Instant::now();
+            let mut depth = DEPTH_DOCS;
+            let ranked = loop {
+                let hits = engine
+                    .search_keys(&collection, &q.text, depth, Some(mode))?
+                    .hits;
+                let mut ranked: Vec<String> = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                for h in &hits {
+                    if seen.insert(h.doc) {
+                        if let Some(ext) = ids.get(&h.doc) {
+                            ranked.extend(ext.iter().cloned());
+                        }
                     }
                 }
+                if ranked.len() >= DEPTH_DOCS || hits.len() < depth {
+                    ranked.truncate(DEPTH_DOCS);
+                    break ranked;
+                }
+                depth *= 3;
+            };
+            let ms = start.elapsed().as_secs_f64() * 1000.0;
+            let qrels = ds.qrels_for(&q.id).cloned().unwrap_or_default();
+            let m = QueryMetrics::compute(&ranked, &qrels);
+            if let Some(f) = out.as_mut() {
+                let line = serde_json::json!({
+                    "mode": label, "query_id": q.id, "metrics": m, "latency_ms": ms,
+                    "top10": ranked.iter().take(10).collect::<Vec<_>>(),
+                    "relevant": qrels,
+                });
+                writeln!(f, "{line}")?;
             }
-            if ranked.len() >= DEPTH_DOCS || hits.len() < depth {
-                ranked.truncate(DEPTH_DOCS);
-                break ranked;
-            }
-            depth *= 4;
-        };
-        let ms = start.elapsed().as_secs_f64() * 1000.0;
-        let qrels = ds.qrels_for(&q.id).cloned().unwrap_or_default();
-        let m = QueryMetrics::compute(&ranked, &qrels);
-        if let Some(f) = out.as_mut() {
-            let line = serde_json::json!({
-                "query_id": q.id, "metrics": m, "latency_ms": ms,
-                "top10": ranked.iter().take(10).collect::<Vec<_>>(),
-                "relevant": qrels,
-            });
-            writeln!(f, "{line}")?;
+            metrics.push(m);
+            latencies.push(ms);
         }
-        metrics.push(m);
-        latencies.push(ms);
+        rows.push((label, Summary::from(&metrics, &latencies)));
     }
     if let Some(mut f) = out {
         f.flush()?;
     }
-    let s = Summary::from(&metrics, &latencies);
     let cfg = engine.config();
     if json {
         let v = serde_json::json!({
             "dataset": dir.display().to_string(),
             "split": split,
             "collection": collection,
-            "mode": "keyword",
             "corpus_reused": reused,
             "ingest_ms": ingest_ms,
             "config": {
-                "keyword": cfg.keyword, "analyzer": cfg.analyzer,
+                "keyword": cfg.keyword, "analyzer": cfg.analyzer, "search": cfg.search,
+                "embedding_model": if want_vectors { engine.embedder().map(|e| e.model_id().to_string()) } else { None },
+                "vector": cfg.vector,
                 "chunk_tokens": cfg.ingest.chunk_tokens, "chunk_overlap": cfg.ingest.chunk_overlap,
             },
-            "summary": s,
+            "runs": rows.iter().map(|(l, s)| serde_json::json!({"mode": l, "summary": s})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -142,9 +163,10 @@ pub fn beir(
                     _ => "corpus ready".into(),
                 }
             };
-            println!("{} ({split}): {} queries; {how}", dir.display(), s.queries);
+            let n = rows.first().map(|r| r.1.queries).unwrap_or(0);
+            println!("{} ({split}): {n} queries; {how}", dir.display());
         }
-        print!("{}", s.table("bm25"));
+        print!("{}", side_by_side(&rows));
     }
     Ok(())
 }

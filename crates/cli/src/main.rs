@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use neuralcore_core::DEFAULT_COLLECTION;
-use neuralcore_engine::{Config, Engine};
+use neuralcore_engine::{Config, Engine, SearchMode};
 
 /// neuralcore — retrieval you can trust, with the evidence attached.
 ///
@@ -77,10 +77,17 @@ enum Command {
         #[arg(long)]
         exclude: Vec<String>,
     },
-    /// Keyword (BM25) search: ranked chunks with score, title, path, section and text.
+    /// Search a collection: ranked chunks with score, title, path, section and text.
+    ///
+    /// Modes: keyword (BM25), vector (embedding similarity) and hybrid (both, fused:
+    /// see [search] in the config). Hybrid is the default; without the embedding model
+    /// search runs keyword-only and says so.
     Search {
         /// The query.
         query: String,
+        /// keyword, vector or hybrid (default: search.mode).
+        #[arg(long)]
+        mode: Option<SearchMode>,
         /// Number of chunks to return (default: search.k).
         #[arg(short)]
         k: Option<usize>,
@@ -138,7 +145,7 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum EvalCommand {
-    /// Evaluate keyword retrieval on a BEIR-format folder (corpus.jsonl, queries.jsonl,
+    /// Evaluate retrieval on a BEIR-format folder (corpus.jsonl, queries.jsonl,
     /// qrels/<split>.tsv).
     ///
     /// The corpus is ingested into its own collection (beir-<folder name>), reused when
@@ -157,6 +164,10 @@ enum EvalCommand {
         /// Write one JSON line per query (metrics, top 10 ids, latency) to this file.
         #[arg(long)]
         per_query: Option<PathBuf>,
+        /// Search modes to evaluate side by side, comma-separated: keyword, vector,
+        /// hybrid (default: keyword, plus vector and hybrid when the model is present).
+        #[arg(long, value_delimiter = ',')]
+        mode: Vec<SearchMode>,
     },
 }
 
@@ -286,6 +297,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config.ingest.exclude.extend(exclude);
             config.validate()?;
             let engine = open(g, config)?;
+            if let Err(why) = engine.embedder_status() {
+                if !g.quiet && !g.json {
+                    eprintln!("note: no embeddings (keyword search only): {why}");
+                }
+            }
             let mut progress = output::Progress::new(g.json || g.quiet);
             let summary = engine.ingest(&paths, &collection, &mut progress)?;
             progress.finish();
@@ -299,13 +315,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Search {
             query,
+            mode,
             k,
             collection,
             full,
         } => {
             let engine = open(g, load_config(g)?)?;
             let k = k.unwrap_or(engine.config().search.k);
-            let hits = engine.search(&collection, &query, k)?;
+            let res = engine.search(&collection, &query, k, mode)?;
+            if let Some(why) = &res.fallback {
+                if !g.quiet {
+                    eprintln!("note: keyword-only search: {why}");
+                }
+            }
+            let hits = res.hits;
             let terms: Vec<String> = engine
                 .query_terms(&collection, &query)?
                 .into_iter()
@@ -389,9 +412,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     split,
                     collection,
                     per_query,
+                    mode,
                 },
         } => {
             let engine = open(g, load_config(g)?)?;
+            let modes = if mode.is_empty() {
+                match engine.embedder_status() {
+                    Ok(_) => vec![SearchMode::Keyword, SearchMode::Vector, SearchMode::Hybrid],
+                    Err(why) => {
+                        if !g.quiet {
+                            eprintln!("note: evaluating keyword search only: {why}");
+                        }
+                        vec![SearchMode::Keyword]
+                    }
+                }
+            } else {
+                mode
+            };
             eval::beir(
                 g.json,
                 g.quiet,
@@ -400,6 +437,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &split,
                 collection,
                 per_query.as_deref(),
+                &modes,
             )?;
             engine.close()?;
             Ok(ExitCode::SUCCESS)

@@ -11,6 +11,9 @@ use neuralcore_engine::{Engine, FileOutcome, IngestObserver, IngestSummary, Sear
 pub struct Progress {
     bar: Option<ProgressBar>,
     docs: u64,
+    embedded: u64,
+    /// When the first group of embeddings finished, and its size.
+    embed_start: Option<(std::time::Instant, u64)>,
     quiet: bool,
 }
 
@@ -29,6 +32,8 @@ impl Progress {
         Progress {
             bar,
             docs: 0,
+            embedded: 0,
+            embed_start: None,
             quiet: silent,
         }
     }
@@ -38,6 +43,23 @@ impl Progress {
             Some(b) => b.println(s),
             None => eprintln!("{s}"),
         }
+    }
+
+    fn message(&self) {
+        let Some(b) = &self.bar else {
+            return;
+        };
+        let secs = b.elapsed().as_secs_f64().max(1e-3);
+        let mut m = format!("{} documents ({:.0}/s)", self.docs, self.docs as f64 / secs);
+        if let Some((t, first)) = self.embed_start {
+            // The clock starts when the first group is done, so it is not counted.
+            let rate = (self.embedded - first) as f64 / t.elapsed().as_secs_f64().max(1e-3);
+            m.push_str(&format!(", {} chunks embedded", self.embedded));
+            if t.elapsed().as_secs_f64() > 1.0 {
+                m.push_str(&format!(" ({rate:.0}/s)"));
+            }
+        }
+        b.set_message(m);
     }
 
     pub fn finish(&self) {
@@ -55,16 +77,15 @@ impl IngestObserver for Progress {
     }
     fn document(&mut self) {
         self.docs += 1;
-        if let Some(b) = &self.bar {
-            if self.docs % 256 == 1 {
-                let secs = b.elapsed().as_secs_f64().max(1e-3);
-                b.set_message(format!(
-                    "{} documents ({:.0}/s)",
-                    self.docs,
-                    self.docs as f64 / secs
-                ));
-            }
+        if self.docs % 256 == 1 {
+            self.message();
         }
+    }
+    fn embedded(&mut self, texts: usize) {
+        self.embed_start
+            .get_or_insert_with(|| (std::time::Instant::now(), texts as u64));
+        self.embedded += texts as u64;
+        self.message();
     }
     fn file_done(&mut self, path: &Path, outcome: &FileOutcome) {
         if let FileOutcome::Failed { reason } = outcome {

@@ -12,5 +12,5 @@ pub mod types;
 
 pub use error::{StoreError, StoreResult};
 pub use model::{Embedder, ModelError, TextKind};
-pub use store::{DocStore, IndexJournal, StoreBatch};
+pub use store::{embedding_key, DocStore, EmbeddingKey, IndexJournal, StoreBatch};
 pub use types::*;

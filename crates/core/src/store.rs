@@ -11,6 +11,19 @@ use serde::{Deserialize, Serialize};
 use crate::error::StoreResult;
 use crate::types::{Chunk, CollectionInfo, DocKey, DocumentRecord, SourceRecord};
 
+/// Key of a cached embedding: SHA-256 of the model id, a NUL byte and the text.
+pub type EmbeddingKey = [u8; 32];
+
+/// The cache key of `text` embedded by `model_id`.
+pub fn embedding_key(model_id: &str, text: &str) -> EmbeddingKey {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(model_id.as_bytes());
+    h.update([0u8]);
+    h.update(text.as_bytes());
+    h.finalize().into()
+}
+
 /// What the last committed batch changed in one collection's indexed content.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexJournal {
@@ -42,6 +55,8 @@ pub trait DocStore: Send + Sync {
     fn chunk(&self, key: DocKey, ordinal: u32) -> StoreResult<Option<Chunk>>;
     /// The journal of the last batch that changed the collection's indexed documents.
     fn index_journal(&self, collection: &str) -> StoreResult<IndexJournal>;
+    /// Cached embeddings, one per key (`None` when not cached), read in one snapshot.
+    fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>>;
     /// Start a write batch. Only one batch writes at a time; a second caller waits.
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>>;
 }
@@ -75,6 +90,9 @@ pub trait StoreBatch {
         removed: &[DocKey],
         added: &[DocKey],
     ) -> StoreResult<()>;
+    /// Cache an embedding (kept when documents go: the cache is keyed by text, not by
+    /// document, so re-adding a text never embeds it again).
+    fn put_embedding(&mut self, key: &EmbeddingKey, vector: &[f32]) -> StoreResult<()>;
     /// Make every write durable and visible at once.
     fn commit(self: Box<Self>) -> StoreResult<()>;
 }

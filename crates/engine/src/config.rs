@@ -27,6 +27,81 @@ pub struct Config {
     pub analyzer: AnalyzerConfig,
     /// `[search]`
     pub search: SearchConfig,
+    /// `[embedding]`
+    pub embedding: EmbeddingConfig,
+    /// `[vector]`
+    pub vector: VectorConfig,
+}
+
+/// `[embedding]`: the sentence-embedding model used for vector and hybrid search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    /// Model name in the model cache; empty turns embeddings off (keyword-only).
+    pub model: String,
+    /// Model cache folder; empty means `<data dir>/models`.
+    pub model_dir: String,
+    /// Texts per forward pass.
+    pub batch_size: usize,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            model: "all-minilm-l6-v2".into(),
+            model_dir: String::new(),
+            batch_size: 32,
+        }
+    }
+}
+
+/// `[vector]`: the HNSW index.
+pub type VectorConfig = neuralcore_index::HnswParams;
+
+/// How results are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// BM25 only.
+    Keyword,
+    /// Embedding similarity only.
+    Vector,
+    /// Both, fused.
+    Hybrid,
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "keyword" => Ok(SearchMode::Keyword),
+            "vector" => Ok(SearchMode::Vector),
+            "hybrid" => Ok(SearchMode::Hybrid),
+            _ => Err(format!(
+                "unknown search mode {s:?} (keyword, vector or hybrid)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SearchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Vector => "vector",
+            SearchMode::Hybrid => "hybrid",
+        })
+    }
+}
+
+/// How hybrid search fuses the keyword and vector lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// `alpha * minmax(vector) + (1 - alpha) * minmax(keyword)`.
+    Convex,
+    /// Reciprocal rank fusion: `sum 1 / (rrf_k + rank)`.
+    Rrf,
 }
 
 /// `[ingest]`: walking, loading and chunking.
@@ -119,16 +194,33 @@ impl IngestConfig {
 pub type KeywordConfig = Bm25Params;
 
 /// `[search]`
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
     /// Results returned when `-k` is not given.
     pub k: usize,
+    /// Default mode (hybrid falls back to keyword when no model is present).
+    pub mode: SearchMode,
+    /// How hybrid search fuses its two lists.
+    pub fusion: Fusion,
+    /// Weight of the vector list in convex fusion (0 = keyword only, 1 = vector only).
+    pub alpha: f64,
+    /// The `k` of reciprocal rank fusion.
+    pub rrf_k: f64,
+    /// Candidates each list contributes to fusion (at least the results asked for).
+    pub candidates: usize,
 }
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        SearchConfig { k: 10 }
+        SearchConfig {
+            k: 10,
+            mode: SearchMode::Hybrid,
+            fusion: Fusion::Convex,
+            alpha: 0.5,
+            rrf_k: 60.0,
+            candidates: 100,
+        }
     }
 }
 
@@ -195,9 +287,48 @@ title_in_body = true
 [search]
 # Results returned when -k is not given.
 k = 10
+# Default mode: keyword (BM25), vector (embeddings) or hybrid (both, fused). Hybrid
+# and vector need the embedding model; without it search is keyword-only and says so.
+mode = "hybrid"
+# Hybrid fusion: "convex" (min-max-normalized scores, weighted by alpha) or "rrf"
+# (reciprocal rank fusion).
+fusion = "convex"
+# Convex fusion: weight of the vector scores (keyword scores get 1 - alpha).
+alpha = 0.5
+# Reciprocal rank fusion: score = sum over lists of 1 / (rrf_k + rank).
+rrf_k = 60.0
+# Candidates taken from each list before fusion.
+candidates = 100
+
+[embedding]
+# Sentence-embedding model (a folder in the model cache: `neuralcore models pull`).
+# Empty = no embeddings: keyword search only.
+model = "all-minilm-l6-v2"
+# Model cache folder; empty = <data dir>/models.
+model_dir = ""
+# Texts per forward pass while embedding.
+batch_size = 32
+
+[vector]
+# HNSW index over the chunk embeddings (one per collection and model).
+# Links per node (twice this on the bottom layer).
+m = 16
+# Candidate list while inserting (higher: better graph, slower ingest).
+ef_construction = 200
+# Candidate list while searching (higher: better recall, slower queries).
+ef_search = 96
+# Collections with fewer vectors than this are searched exactly (no graph walk).
+exact_below = 2048
 "#;
 
-const SECTIONS: &[&str] = &["ingest", "keyword", "analyzer", "search"];
+const SECTIONS: &[&str] = &[
+    "ingest",
+    "keyword",
+    "analyzer",
+    "search",
+    "embedding",
+    "vector",
+];
 
 impl Config {
     /// Load `file` if it exists (defaults otherwise), then apply `NEURALCORE_*`
@@ -282,6 +413,30 @@ impl Config {
         }
         if self.search.k == 0 {
             return bad("search.k must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.search.alpha) {
+            return bad(format!(
+                "search.alpha must be within [0, 1] (got {})",
+                self.search.alpha
+            ));
+        }
+        if !(self.search.rrf_k >= 0.0 && self.search.rrf_k.is_finite()) {
+            return bad("search.rrf_k must be a finite number >= 0".into());
+        }
+        if self.search.candidates == 0 {
+            return bad("search.candidates must be at least 1".into());
+        }
+        if self.embedding.batch_size == 0 {
+            return bad("embedding.batch_size must be at least 1".into());
+        }
+        if self.vector.m < 2 || self.vector.m > 256 {
+            return bad(format!(
+                "vector.m must be within [2, 256] (got {})",
+                self.vector.m
+            ));
+        }
+        if self.vector.ef_construction == 0 || self.vector.ef_search == 0 {
+            return bad("vector.ef_construction and vector.ef_search must be at least 1".into());
         }
         if !self.ingest.csv_delimiter.is_ascii() {
             return bad("ingest.csv_delimiter must be one ASCII character".into());

@@ -2,20 +2,23 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use neuralcore_core::{Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, SourceRecord};
-use neuralcore_index::{IndexChunk, KeywordHit, KeywordIndex};
+use neuralcore_core::{
+    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, Embedder, SourceRecord,
+};
+use neuralcore_index::{IndexChunk, KeywordIndex, VectorIndex};
 use neuralcore_store::{MemoryStore, RedbStore};
 
-use crate::{Config, EngineError};
+use crate::search::Ranked;
+use crate::{Config, EngineError, SearchMode};
 
 /// One search result: the chunk, its document and score.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SearchHit {
     /// 1-based rank.
     pub rank: usize,
-    /// Score (BM25 for keyword search).
+    /// Score (BM25 for keyword search, cosine for vector, fused for hybrid).
     pub score: f32,
     /// The chunk.
     pub chunk: Chunk,
@@ -27,8 +30,22 @@ pub struct SearchHit {
 pub struct Engine {
     pub(crate) config: Config,
     pub(crate) store: Box<dyn DocStore>,
+    pub(crate) data_dir: Option<PathBuf>,
     index_root: Option<PathBuf>,
     indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
+    pub(crate) embedder: OnceLock<Result<Arc<dyn Embedder>, String>>,
+    pub(crate) vectors: Mutex<HashMap<String, Arc<VectorIndex>>>,
+}
+
+/// Results of [`Engine::search`].
+#[derive(Debug, Clone)]
+pub struct SearchResults {
+    /// Best first.
+    pub hits: Vec<SearchHit>,
+    /// The mode that ran.
+    pub mode: SearchMode,
+    /// Why the mode asked for did not run (no embedding model), if it did not.
+    pub fallback: Option<String>,
 }
 
 /// Generation stamped on an index while it is being rebuilt.
@@ -50,8 +67,11 @@ impl Engine {
         Ok(Engine {
             config,
             store: Box::new(store),
+            data_dir: Some(data_dir.to_path_buf()),
             index_root: Some(data_dir.join("index")),
             indexes: Mutex::new(HashMap::new()),
+            embedder: OnceLock::new(),
+            vectors: Mutex::new(HashMap::new()),
         })
     }
 
@@ -60,8 +80,11 @@ impl Engine {
         Engine {
             config,
             store: Box::new(MemoryStore::new()),
+            data_dir: None,
             index_root: None,
             indexes: Mutex::new(HashMap::new()),
+            embedder: OnceLock::new(),
+            vectors: Mutex::new(HashMap::new()),
         }
     }
 
@@ -213,29 +236,24 @@ impl Engine {
         Ok(out)
     }
 
-    /// Keyword search returning only keys and scores (for evaluation).
-    pub fn search_keys(
-        &self,
-        collection: &str,
-        query: &str,
-        k: usize,
-    ) -> Result<Vec<KeywordHit>, EngineError> {
-        let idx = self.keyword_index(collection)?;
-        Ok(idx.search(query, k, &self.config.keyword)?)
-    }
-
-    /// The `k` best chunks of `collection` for `query`, with their documents.
+    /// The `k` best chunks of `collection` for `query`, with their documents, found by
+    /// `mode` (the configured default when `None`; see [`Engine::search_keys`]).
     pub fn search(
         &self,
         collection: &str,
         query: &str,
         k: usize,
-    ) -> Result<Vec<SearchHit>, EngineError> {
+        mode: Option<SearchMode>,
+    ) -> Result<SearchResults, EngineError> {
         self.collection(collection)?;
         if query.trim().is_empty() {
             return Err(EngineError::InvalidInput("the query is empty".into()));
         }
-        let hits = self.search_keys(collection, query, k)?;
+        let Ranked {
+            hits,
+            mode,
+            fallback,
+        } = self.search_keys(collection, query, k, mode)?;
         let mut docs: HashMap<DocKey, DocumentRecord> = HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
         for h in hits {
@@ -263,7 +281,11 @@ impl Engine {
                 document,
             });
         }
-        Ok(out)
+        Ok(SearchResults {
+            hits: out,
+            mode,
+            fallback,
+        })
     }
 
     /// The analyzed terms of a query (for highlighting).
@@ -282,8 +304,12 @@ impl Engine {
         b.delete_collection(name)?;
         b.commit()?;
         self.indexes.lock().expect("index map lock").remove(name);
-        if let Some(root) = &self.index_root {
-            let dir = root.join(name);
+        self.forget_vectors(name);
+        let dirs = [
+            self.index_root.as_ref().map(|r| r.join(name)),
+            self.data_dir.as_ref().map(|d| d.join("vectors").join(name)),
+        ];
+        for dir in dirs.into_iter().flatten() {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir)
                     .map_err(|e| EngineError::Io(format!("{}: {e}", dir.display())))?;

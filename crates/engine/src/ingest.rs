@@ -5,23 +5,30 @@
 //! behind. A source bigger than `ingest.commit_bytes` first commits the batch before it,
 //! then streams into a batch of its own, which is dropped (rolled back) if the file fails.
 //! A store batch commits when it holds `ingest.commit_bytes` of text, and at the end.
+//!
+//! With an embedding model, each new chunk is embedded (or found in the embedding cache)
+//! and its vector written to the same store batch, so chunks and vectors commit together;
+//! the vector index follows the store like the keyword index.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use neuralcore_core::text::sha256_hex;
 use neuralcore_core::{
-    doc_key, Chunk, DocKey, DocumentRecord, Provenance, SourceRecord, SourceType, StoreBatch,
+    doc_key, Chunk, DocKey, DocumentRecord, Embedder, EmbeddingKey, Provenance, SourceRecord,
+    SourceType, StoreBatch,
 };
-use neuralcore_index::{IndexChunk, IndexSession, KeywordIndex};
+use neuralcore_index::{IndexChunk, IndexSession, KeywordIndex, VectorIndex};
 use neuralcore_ingest::{
     loader_for, loaders, walk, ChunkSpan, Chunker, LoadError, LoadedDoc, LoaderOptions,
     SentenceChunker, SourceInput, WalkEntry,
 };
 use serde::Serialize;
 
+use crate::vectors::{cached_or_embed, pending_for, PendingVector, EMBED_GROUP};
 use crate::{now_rfc3339, Engine, EngineError};
 
 /// What happened to one file.
@@ -57,7 +64,13 @@ pub trait IngestObserver {
     fn file_done(&mut self, _path: &Path, _outcome: &FileOutcome) {}
     /// A non-fatal finding about a file.
     fn warning(&mut self, _path: &Path, _message: &str) {}
+    /// `texts` more chunk texts were embedded by the model (cache hits are not counted).
+    fn embedded(&mut self, _texts: usize) {}
 }
+
+/// An observer that ignores everything.
+struct Quiet;
+impl IngestObserver for Quiet {}
 
 impl IngestObserver for () {}
 
@@ -135,10 +148,23 @@ struct Ingestor<'e, 'i> {
     loader_opts: LoaderOptions,
     settings: String,
     summary: IngestSummary,
+    /// The embedding model and vector index, when there is a model.
+    vec: Option<(Arc<dyn Embedder>, Arc<VectorIndex>)>,
+    /// Chunks of this batch waiting for their vectors.
+    pending: Vec<PendingVector>,
+    /// Vectors embedded in this batch (not yet visible through the store).
+    local: HashMap<EmbeddingKey, Vec<f32>>,
+    /// Vectors of this batch's new chunks, for the vector index.
+    vectors: Vec<((DocKey, u32), Vec<f32>)>,
 }
 
 impl<'e, 'i> Ingestor<'e, 'i> {
-    fn new(engine: &'e Engine, collection: &str, idx: &'i KeywordIndex) -> Self {
+    fn new(
+        engine: &'e Engine,
+        collection: &str,
+        idx: &'i KeywordIndex,
+        vec: Option<(Arc<dyn Embedder>, Arc<VectorIndex>)>,
+    ) -> Self {
         let cfg = &engine.config.ingest;
         let chunker = cfg.chunker();
         let loader_opts = cfg.loaders();
@@ -163,7 +189,37 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 collection: collection.to_string(),
                 ..Default::default()
             },
+            vec,
+            pending: Vec::new(),
+            local: HashMap::new(),
+            vectors: Vec::new(),
         }
+    }
+
+    /// Vectors for the pending chunks (cache, else the model), written to the batch.
+    fn flush_vectors(&mut self, obs: &mut dyn IngestObserver) -> Result<(), EngineError> {
+        let Some((embedder, _)) = self.vec.clone() else {
+            return Ok(());
+        };
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut fresh = Vec::new();
+        let vs = cached_or_embed(
+            self.engine,
+            &*embedder,
+            &pending,
+            &self.local,
+            &mut fresh,
+            &mut |n| obs.embedded(n),
+        )?;
+        for (k, v) in fresh {
+            self.batch().put_embedding(&k, &v)?;
+            self.local.insert(k, v);
+        }
+        self.vectors.extend(vs);
+        Ok(())
     }
 
     fn ensure_batch(&mut self) -> Result<(), EngineError> {
@@ -180,8 +236,16 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         self.batch.as_mut().expect("batch open")
     }
 
-    /// Commit the store batch, then the index with the new generation.
-    fn commit(&mut self) -> Result<(), EngineError> {
+    /// Commit the store batch (chunks and their vectors), then the keyword index and the
+    /// vector index with the new generation.
+    fn commit(&mut self, obs: &mut dyn IngestObserver) -> Result<(), EngineError> {
+        if self.batch.is_none() {
+            return Ok(());
+        }
+        if let Err(e) = self.flush_vectors(obs) {
+            self.rollback();
+            return Err(e);
+        }
         let Some(mut batch) = self.batch.take() else {
             return Ok(());
         };
@@ -209,10 +273,24 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 if let Err(e) = s.commit(generation) {
                     // The store is ahead now; a fresh open replays or rebuilds.
                     self.engine.forget_index(&c);
+                    self.engine.forget_vectors(&c);
+                    return Err(e.into());
+                }
+            }
+            if let Some((_, vidx)) = &self.vec {
+                let kept: HashSet<DocKey> = added.iter().copied().collect();
+                let vectors: Vec<_> = std::mem::take(&mut self.vectors)
+                    .into_iter()
+                    .filter(|(k, _)| kept.contains(&k.0))
+                    .collect();
+                if let Err(e) = vidx.apply(&removed, &vectors, generation) {
+                    self.engine.forget_vectors(&c);
                     return Err(e.into());
                 }
             }
         }
+        self.vectors.clear();
+        self.local.clear();
         Ok(())
     }
 
@@ -220,6 +298,9 @@ impl<'e, 'i> Ingestor<'e, 'i> {
     fn rollback(&mut self) {
         self.batch = None;
         self.session = None;
+        self.pending.clear();
+        self.local.clear();
+        self.vectors.clear();
         self.added.clear();
         self.removed.clear();
         self.batch_bytes = 0;
@@ -298,7 +379,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
     /// Write one prepared document: a new content gets its record, chunks and index
     /// entries; known content only gains a provenance, unless it was chunked with other
     /// settings, in which case it is chunked again (keeping every provenance).
-    fn write(&mut self, p: Prepared) -> Result<usize, EngineError> {
+    fn write(&mut self, p: Prepared, obs: &mut dyn IngestObserver) -> Result<usize, EngineError> {
         let c = self.collection.clone();
         let key = p.record.key;
         let mut provenance = vec![p.provenance];
@@ -334,6 +415,14 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 title: &rec.title,
                 body: &ch.text,
             })?;
+        }
+        if self.vec.is_some() {
+            for ch in &p.chunks {
+                self.pending.push(pending_for(&rec.title, ch));
+            }
+            if self.pending.len() >= EMBED_GROUP {
+                self.flush_vectors(obs)?;
+            }
         }
         self.added.push(key);
         Ok(p.chunks.len())
@@ -426,7 +515,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             let p = self.prepare(doc, &src);
             keys.push(p.record.key);
             let written = if direct {
-                self.write(p)
+                self.write(p, &mut *obs)
             } else {
                 buffered_bytes += p.bytes;
                 buffered.push(p);
@@ -437,12 +526,12 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 // of this source alone.
                 direct = true;
                 (|| -> Result<usize, EngineError> {
-                    self.commit()?;
+                    self.commit(&mut *obs)?;
                     self.ensure_batch()?;
                     self.strip(&source_id, &old_keys)?;
                     let mut n = 0;
                     for p in buffered.drain(..) {
-                        n += self.write(p)?;
+                        n += self.write(p, &mut *obs)?;
                     }
                     Ok(n)
                 })()
@@ -485,7 +574,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             self.ensure_batch()?;
             self.strip(&source_id, &old_keys)?;
             for p in buffered {
-                new_chunks += self.write(p)?;
+                new_chunks += self.write(p, obs)?;
             }
             self.batch_bytes += buffered_bytes;
         }
@@ -512,7 +601,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         };
         self.batch().put_source(&record)?;
         if direct || self.batch_bytes >= limit {
-            self.commit()?;
+            self.commit(obs)?;
         }
         Ok(FileOutcome::Ingested {
             documents: keys.len(),
@@ -587,6 +676,17 @@ pub(crate) fn source_id_for(path: &Path) -> String {
 }
 
 impl Engine {
+    /// The embedding model and the collection's vector index, when there is a model.
+    fn vector_pair(
+        &self,
+        collection: &str,
+    ) -> Result<Option<(Arc<dyn Embedder>, Arc<VectorIndex>)>, EngineError> {
+        Ok(match (self.embedder(), self.vector_index(collection)?) {
+            (Some(e), Some(i)) => Some((e, i)),
+            _ => None,
+        })
+    }
+
     /// Ingest files and folders into `collection` (created when missing).
     pub fn ingest(
         &self,
@@ -608,7 +708,8 @@ impl Engine {
             .collect();
         obs.planned(entries.len());
         let idx = self.keyword_index(collection)?;
-        let mut ing = Ingestor::new(self, collection, &idx);
+        let vec = self.vector_pair(collection)?;
+        let mut ing = Ingestor::new(self, collection, &idx, vec);
         for entry in &entries {
             ing.summary.files_seen += 1;
             let (path, outcome) = match entry {
@@ -640,7 +741,7 @@ impl Engine {
             }
             obs.file_done(path, &outcome);
         }
-        ing.commit()?;
+        ing.commit(obs)?;
         let mut summary = std::mem::take(&mut ing.summary);
         summary.elapsed_ms = start.elapsed().as_millis() as u64;
         Ok(summary)
@@ -678,11 +779,12 @@ impl Engine {
         chosen.sort_by(|a, b| a.source_id.cmp(&b.source_id));
         chosen.dedup_by(|a, b| a.source_id == b.source_id);
         let idx = self.keyword_index(collection)?;
-        let mut ing = Ingestor::new(self, collection, &idx);
+        let vec = self.vector_pair(collection)?;
+        let mut ing = Ingestor::new(self, collection, &idx, vec);
         for s in &chosen {
             ing.remove_source(s)?;
         }
-        ing.commit()?;
+        ing.commit(&mut Quiet)?;
         Ok(RemoveSummary {
             sources: chosen.iter().map(|s| s.source_id.clone()).collect(),
             removed_documents: ing.summary.removed_documents,

@@ -1,19 +1,29 @@
-//! The neuralcore engine: a data dir holding the document store and one keyword index
-//! per collection, the ingestion pipeline that keeps them in step, and search.
+//! The neuralcore engine: a data dir holding the document store, one keyword index and
+//! one vector index per collection, the ingestion pipeline that keeps them in step, and
+//! search (keyword, vector, hybrid).
 //!
 //! Consistency: the store is the source of truth. Each ingest batch commits to the store
 //! first (bumping the collection's generation and recording what changed), then to the
 //! keyword index with that generation in its commit payload. When the process dies
 //! between the two, the next open finds the index one generation behind and replays the
-//! store's journal; any other gap rebuilds the index from the store.
+//! store's journal; any other gap rebuilds the index from the store. The vector index
+//! works the same way; its vectors come from the store's embedding cache, written in
+//! the same batch as the chunks they belong to.
 
 mod config;
 mod engine;
 mod ingest;
+mod search;
+mod vectors;
 
-pub use config::{Config, IngestConfig, KeywordConfig, SearchConfig, TEMPLATE};
-pub use engine::{Engine, SearchHit};
+pub use config::{
+    Config, EmbeddingConfig, Fusion, IngestConfig, KeywordConfig, SearchConfig, SearchMode,
+    VectorConfig, TEMPLATE,
+};
+pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
+pub use search::{fuse, Ranked, ScoredChunk};
+pub use vectors::embed_text;
 
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +43,12 @@ pub enum EngineError {
     /// The keyword index failed.
     #[error(transparent)]
     Index(#[from] neuralcore_index::IndexError),
+    /// The vector index failed.
+    #[error(transparent)]
+    Vector(#[from] neuralcore_index::VectorError),
+    /// The embedding model failed.
+    #[error("embedding model: {0}")]
+    Model(String),
     /// File system failure.
     #[error("{0}")]
     Io(String),

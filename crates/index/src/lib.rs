@@ -1,3 +1,5 @@
+//! Retrieval indexes. Vector search: HNSW over normalized vectors ([`VectorIndex`]).
+//!
 //! Keyword retrieval: BM25 over a tantivy index, one index per collection.
 //!
 //! tantivy stores the postings, field norms and fast fields; scoring is our own
@@ -11,6 +13,8 @@
 
 mod analyzer;
 mod keyword;
+mod vector;
 
 pub use analyzer::{AnalyzerConfig, Stopwords};
 pub use keyword::{Bm25Params, IndexChunk, IndexError, IndexSession, KeywordHit, KeywordIndex};
+pub use vector::{dot, normalize, HnswParams, VectorError, VectorHit, VectorIndex, VectorStats};

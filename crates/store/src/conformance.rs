@@ -211,6 +211,26 @@ pub fn replace_keeps_counts(store: &dyn DocStore) {
     assert_eq!(store.document("r", d.key).unwrap().unwrap().title, "new");
 }
 
+/// The embedding cache: round trip, atomic with its batch, bad vectors refused.
+pub fn embeddings(store: &dyn DocStore) {
+    let a = neuralcore_core::embedding_key("m", "text a");
+    let b = neuralcore_core::embedding_key("m", "text b");
+    assert_ne!(a, neuralcore_core::embedding_key("other model", "text a"));
+    let mut w = store.begin().unwrap();
+    w.put_embedding(&a, &[1.0, -2.5, 3.25]).unwrap();
+    drop(w);
+    assert_eq!(store.embeddings(&[a]).unwrap(), vec![None], "dropped batch");
+    let mut w = store.begin().unwrap();
+    w.put_embedding(&a, &[1.0, -2.5, 3.25]).unwrap();
+    assert!(w.put_embedding(&b, &[]).is_err());
+    assert!(w.put_embedding(&b, &[f32::NAN]).is_err());
+    w.commit().unwrap();
+    assert_eq!(
+        store.embeddings(&[b, a]).unwrap(),
+        vec![None, Some(vec![1.0, -2.5, 3.25])]
+    );
+}
+
 /// Run every check, each on a fresh store from `make`.
 pub fn run_all(make: &mut dyn FnMut() -> Box<dyn DocStore>) {
     roundtrip(&*make());
@@ -218,4 +238,5 @@ pub fn run_all(make: &mut dyn FnMut() -> Box<dyn DocStore>) {
     deletes(&*make());
     collections(&*make());
     replace_keeps_counts(&*make());
+    embeddings(&*make());
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use neuralcore_core::{
-    Chunk, CollectionInfo, DocKey, DocumentRecord, IndexJournal, SourceRecord, StoreBatch,
-    StoreError, StoreResult,
+    Chunk, CollectionInfo, DocKey, DocumentRecord, EmbeddingKey, IndexJournal, SourceRecord,
+    StoreBatch, StoreError, StoreResult,
 };
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -119,6 +119,20 @@ impl Reader<'_> {
             .get(Table::Chunks, &k_chunk(d, o))?
             .map(|v| dec(Table::Chunks, &v))
             .transpose()
+    }
+
+    pub(crate) fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        keys.iter()
+            .map(|k| match self.0.get(Table::Embeddings, k)? {
+                None => Ok(None),
+                Some(b) if b.len() % 4 == 0 => Ok(Some(
+                    b.chunks_exact(4)
+                        .map(|x| f32::from_le_bytes(x.try_into().expect("4 bytes")))
+                        .collect(),
+                )),
+                Some(_) => Err(StoreError::Corrupt("embeddings entry length".into())),
+            })
+            .collect()
     }
 
     pub(crate) fn journal(&self, c: &str) -> StoreResult<IndexJournal> {
@@ -277,6 +291,17 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
         let e = self.journal.entry(c.to_string()).or_default();
         e.0.extend_from_slice(removed);
         e.1.extend_from_slice(added);
+        Ok(())
+    }
+
+    fn put_embedding(&mut self, key: &EmbeddingKey, vector: &[f32]) -> StoreResult<()> {
+        if vector.is_empty() || vector.iter().any(|x| !x.is_finite()) {
+            return Err(StoreError::InvalidInput(
+                "an embedding must be a non-empty vector of finite numbers".into(),
+            ));
+        }
+        let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+        self.raw.put(Table::Embeddings, key, &bytes)?;
         Ok(())
     }
 

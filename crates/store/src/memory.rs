@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use neuralcore_core::{
-    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, IndexJournal, SourceRecord,
-    StoreBatch, StoreError, StoreResult,
+    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, EmbeddingKey, IndexJournal,
+    SourceRecord, StoreBatch, StoreError, StoreResult,
 };
 
 use crate::logic::{Batch, Reader};
@@ -114,6 +114,9 @@ impl DocStore for MemoryStore {
     }
     fn index_journal(&self, c: &str) -> StoreResult<IndexJournal> {
         Reader(&self.snapshot()).journal(c)
+    }
+    fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        Reader(&self.snapshot()).embeddings(keys)
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let guard = self

@@ -15,15 +15,18 @@ pub(crate) enum Table {
     Chunks,
     /// collection → IndexJournal
     Journal,
+    /// SHA-256(model id \0 text) → f32 little-endian vector
+    Embeddings,
 }
 
 impl Table {
-    pub(crate) const ALL: [Table; 5] = [
+    pub(crate) const ALL: [Table; 6] = [
         Table::Collections,
         Table::Sources,
         Table::Documents,
         Table::Chunks,
         Table::Journal,
+        Table::Embeddings,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -33,6 +36,7 @@ impl Table {
             Table::Documents => "documents",
             Table::Chunks => "chunks",
             Table::Journal => "journal",
+            Table::Embeddings => "embeddings",
         }
     }
 }

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use neuralcore_core::{
-    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, IndexJournal, SourceRecord,
-    StoreBatch, StoreError, StoreResult,
+    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, EmbeddingKey, IndexJournal,
+    SourceRecord, StoreBatch, StoreError, StoreResult,
 };
 use redb::{ReadableTable, TableDefinition};
 
@@ -24,6 +24,7 @@ const SOURCES: Def = TableDefinition::new("sources");
 const DOCUMENTS: Def = TableDefinition::new("documents");
 const CHUNKS: Def = TableDefinition::new("chunks");
 const JOURNAL: Def = TableDefinition::new("journal");
+const EMBEDDINGS: Def = TableDefinition::new("embeddings");
 
 fn def(t: Table) -> Def {
     match t {
@@ -32,6 +33,7 @@ fn def(t: Table) -> Def {
         Table::Documents => DOCUMENTS,
         Table::Chunks => CHUNKS,
         Table::Journal => JOURNAL,
+        Table::Embeddings => EMBEDDINGS,
     }
 }
 
@@ -169,6 +171,9 @@ impl DocStore for RedbStore {
     }
     fn index_journal(&self, c: &str) -> StoreResult<IndexJournal> {
         Reader(&self.read()?).journal(c)
+    }
+    fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        Reader(&self.read()?).embeddings(keys)
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let txn = self.db.begin_write().map_err(be)?;

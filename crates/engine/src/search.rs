@@ -1,0 +1,242 @@
+//! Search: keyword, vector and hybrid (fused) retrieval of chunks, then optional
+//! reranking of the top of the list.
+
+use std::collections::HashMap;
+
+use neuralcore_core::DocKey;
+
+use crate::config::{Fusion, SearchConfig, SearchMode};
+use crate::{Engine, EngineError};
+
+/// A chunk found by search, before its text is read.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ScoredChunk {
+    /// Document key.
+    pub doc: DocKey,
+    /// Chunk ordinal.
+    pub ordinal: u32,
+    /// Score: BM25 (keyword), cosine similarity (vector), the fused score (hybrid) or
+    /// the reranker's score.
+    pub score: f32,
+}
+
+/// Ranked chunks and how they were found.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    /// Best first.
+    pub hits: Vec<ScoredChunk>,
+    /// The mode that ran (hybrid becomes keyword without an embedding model).
+    pub mode: SearchMode,
+    /// Why the mode asked for did not run, if it did not.
+    pub fallback: Option<String>,
+}
+
+/// Sort best first, ties by (document, ordinal) so results are deterministic.
+fn sort_hits(hits: &mut [ScoredChunk]) {
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then((a.doc, a.ordinal).cmp(&(b.doc, b.ordinal)))
+    });
+}
+
+/// Fuse a keyword and a vector list (each best first) into one, best first.
+///
+/// Convex: each list's scores are min-max normalized to [0, 1] over its candidates (a
+/// list whose scores are all equal maps to 1), a chunk missing from a list gets 0 there,
+/// and the fused score is `alpha * vector + (1 - alpha) * keyword`. RRF: the fused score
+/// is the sum over lists of `1 / (rrf_k + rank)`, rank from 1.
+pub fn fuse(
+    keyword: &[ScoredChunk],
+    vector: &[ScoredChunk],
+    cfg: &SearchConfig,
+) -> Vec<ScoredChunk> {
+    let mut acc: HashMap<(DocKey, u32), f64> = HashMap::new();
+    let lists = [(keyword, 1.0 - cfg.alpha), (vector, cfg.alpha)];
+    for (list, weight) in lists {
+        match cfg.fusion {
+            Fusion::Convex => {
+                let max = list
+                    .iter()
+                    .map(|h| h.score)
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let min = list.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+                let span = f64::from(max - min);
+                for h in list {
+                    let norm = if span > 0.0 {
+                        f64::from(h.score - min) / span
+                    } else {
+                        1.0
+                    };
+                    *acc.entry((h.doc, h.ordinal)).or_default() += weight * norm;
+                }
+            }
+            Fusion::Rrf => {
+                for (i, h) in list.iter().enumerate() {
+                    *acc.entry((h.doc, h.ordinal)).or_default() +=
+                        1.0 / (cfg.rrf_k + (i + 1) as f64);
+                }
+            }
+        }
+    }
+    let mut out: Vec<ScoredChunk> = acc
+        .into_iter()
+        .map(|((doc, ordinal), s)| ScoredChunk {
+            doc,
+            ordinal,
+            score: s as f32,
+        })
+        .collect();
+    sort_hits(&mut out);
+    out
+}
+
+impl Engine {
+    fn keyword_hits(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<ScoredChunk>, EngineError> {
+        let idx = self.keyword_index(collection)?;
+        Ok(idx
+            .search(query, k, &self.config.keyword)?
+            .into_iter()
+            .map(|h| ScoredChunk {
+                doc: h.doc,
+                ordinal: h.ordinal,
+                score: h.score,
+            })
+            .collect())
+    }
+
+    fn vector_hits(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+    ) -> Result<Option<Vec<ScoredChunk>>, EngineError> {
+        let Some(idx) = self.vector_index(collection)? else {
+            return Ok(None);
+        };
+        let embedder = self.embedder().expect("a vector index implies a model");
+        let q = embedder
+            .embed_query(query)
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        Ok(Some(
+            idx.search(&q, k, false)
+                .into_iter()
+                .map(|h| ScoredChunk {
+                    doc: h.doc,
+                    ordinal: h.ordinal,
+                    score: h.score,
+                })
+                .collect(),
+        ))
+    }
+
+    /// The `k` best chunks of `collection` for `query`, found by `mode` (the configured
+    /// default when `None`). Hybrid without an embedding model runs keyword-only and
+    /// says why in [`Ranked::fallback`]; vector without one is an error.
+    pub fn search_keys(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+        mode: Option<SearchMode>,
+    ) -> Result<Ranked, EngineError> {
+        let mode = mode.unwrap_or(self.config.search.mode);
+        let keyword_only = |fallback| -> Result<Ranked, EngineError> {
+            Ok(Ranked {
+                hits: self.keyword_hits(collection, query, k)?,
+                mode: SearchMode::Keyword,
+                fallback,
+            })
+        };
+        match mode {
+            SearchMode::Keyword => keyword_only(None),
+            SearchMode::Vector => match self.vector_hits(collection, query, k)? {
+                Some(hits) => Ok(Ranked {
+                    hits,
+                    mode,
+                    fallback: None,
+                }),
+                None => Err(EngineError::NotFound(format!(
+                    "vector search needs an embedding model: {}",
+                    self.embedder_status().err().unwrap_or_default()
+                ))),
+            },
+            SearchMode::Hybrid => {
+                let n = self.config.search.candidates.max(k);
+                let Some(vector) = self.vector_hits(collection, query, n)? else {
+                    return keyword_only(self.embedder_status().err());
+                };
+                let keyword = self.keyword_hits(collection, query, n)?;
+                let mut hits = fuse(&keyword, &vector, &self.config.search);
+                hits.truncate(k);
+                Ok(Ranked {
+                    hits,
+                    mode,
+                    fallback: None,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(doc: u64, score: f32) -> ScoredChunk {
+        ScoredChunk {
+            doc,
+            ordinal: 0,
+            score,
+        }
+    }
+
+    #[test]
+    fn convex_fusion_normalizes_each_list() {
+        let cfg = SearchConfig {
+            alpha: 0.5,
+            ..Default::default()
+        };
+        // Keyword: 1 best (norm 1), 2 worst (0). Vector: 2 best (1), 3 worst (0).
+        let kw = [hit(1, 20.0), hit(2, 10.0)];
+        let vec = [hit(2, 0.9), hit(3, 0.5)];
+        let f = fuse(&kw, &vec, &cfg);
+        let got: Vec<(u64, f32)> = f.iter().map(|h| (h.doc, h.score)).collect();
+        // 1: 0.5*1 = 0.5; 2: 0.5*0 + 0.5*1 = 0.5; 3: 0. Tie 1/2 broken by doc key.
+        assert_eq!(got, vec![(1, 0.5), (2, 0.5), (3, 0.0)]);
+        let only_vec = fuse(
+            &kw,
+            &vec,
+            &SearchConfig {
+                alpha: 1.0,
+                ..cfg.clone()
+            },
+        );
+        assert_eq!(only_vec[0].doc, 2);
+        // A list of equal scores counts fully.
+        let f = fuse(&[hit(7, 3.0)], &[], &cfg);
+        assert_eq!((f[0].doc, f[0].score), (7, 0.5));
+    }
+
+    #[test]
+    fn rrf_adds_reciprocal_ranks() {
+        let cfg = SearchConfig {
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            ..Default::default()
+        };
+        let kw = [hit(1, 9.0), hit(2, 8.0)];
+        let vec = [hit(2, 0.9), hit(1, 0.1), hit(3, 0.0)];
+        let f = fuse(&kw, &vec, &cfg);
+        let s = |d| f.iter().find(|h| h.doc == d).unwrap().score;
+        assert!((s(1) - (1.0 / 61.0 + 1.0 / 62.0) as f32).abs() < 1e-7);
+        assert!((s(3) - (1.0 / 63.0) as f32).abs() < 1e-7);
+        assert_eq!(f.len(), 3);
+        assert!(fuse(&[], &[], &cfg).is_empty());
+    }
+}

@@ -1,0 +1,282 @@
+//! Embeddings and the vector index: loading the embedding model from the model cache,
+//! the embedding cache in the store, and keeping each collection's HNSW index in step
+//! with the store (replay the last batch, or rebuild).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, TextKind};
+use neuralcore_index::VectorIndex;
+
+use crate::{Engine, EngineError};
+
+/// Texts embedded per call to the model while ingesting (progress is reported after each).
+pub(crate) const EMBED_GROUP: usize = 256;
+
+/// What a chunk's vector is computed from: its document title (when the chunk does not
+/// already start with it) and its text, as BEIR's sentence-transformers baselines do.
+pub fn embed_text(title: &str, text: &str) -> String {
+    let title = title.trim();
+    if title.is_empty() || text.trim_start().starts_with(title) {
+        text.to_string()
+    } else {
+        format!("{title}\n{text}")
+    }
+}
+
+/// A chunk waiting for its vector.
+pub(crate) struct PendingVector {
+    pub key: (DocKey, u32),
+    pub text: String,
+}
+
+fn model_err(e: neuralcore_core::ModelError) -> EngineError {
+    EngineError::Model(e.to_string())
+}
+
+impl Engine {
+    /// The model cache folder: `embedding.model_dir`, else `<data dir>/models`.
+    pub fn model_dir(&self) -> Option<PathBuf> {
+        let d = &self.config.embedding.model_dir;
+        if !d.is_empty() {
+            return Some(PathBuf::from(d));
+        }
+        self.data_dir.as_ref().map(|p| p.join("models"))
+    }
+
+    /// The embedding model, loaded on first use; `Err` says why there is none (turned
+    /// off, or not pulled yet: the message names the command that fetches it).
+    pub fn embedder_status(&self) -> Result<Arc<dyn Embedder>, String> {
+        self.embedder
+            .get_or_init(|| {
+                let name = self.config.embedding.model.trim();
+                if name.is_empty() {
+                    return Err("embeddings are turned off (embedding.model is empty)".into());
+                }
+                let Some(dir) = self.model_dir() else {
+                    return Err("no model folder configured (embedding.model_dir)".into());
+                };
+                let path = dir.join(name);
+                if !path.join("model.safetensors").exists() {
+                    return Err(format!(
+                        "the embedding model {name:?} is not in {}: run `neuralcore models pull{}`",
+                        dir.display(),
+                        if name == neuralcore_models::DEFAULT_EMBEDDER {
+                            String::new()
+                        } else {
+                            format!(" {name}")
+                        }
+                    ));
+                }
+                let e = neuralcore_models::SentenceEmbedder::load(&path, name)
+                    .map_err(|e| format!("cannot load the embedding model {name:?}: {e}"))?;
+                // MERGE: e.set_batch_size(self.config.embedding.batch_size);
+                Ok(Arc::new(e) as Arc<dyn Embedder>)
+            })
+            .clone()
+    }
+
+    /// The embedding model, if there is one.
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.embedder_status().ok()
+    }
+
+    /// Use `embedder` instead of loading one from the model cache (tests, embedding).
+    pub fn set_embedder(&mut self, embedder: Arc<dyn Embedder>) {
+        self.embedder = std::sync::OnceLock::new();
+        let _ = self.embedder.set(Ok(embedder));
+        self.vectors.lock().expect("vector map lock").clear();
+    }
+
+    /// The vector index of a collection, opened and brought up to the store's
+    /// generation; `None` without an embedding model.
+    pub fn vector_index(&self, collection: &str) -> Result<Option<Arc<VectorIndex>>, EngineError> {
+        let Some(embedder) = self.embedder() else {
+            return Ok(None);
+        };
+        let mut map = self.vectors.lock().expect("vector map lock");
+        if let Some(i) = map.get(collection) {
+            return Ok(Some(i.clone()));
+        }
+        let model = embedder.model_id().to_string();
+        let idx = match &self.data_dir {
+            Some(d) => VectorIndex::open(
+                &d.join("vectors")
+                    .join(collection)
+                    .join(format!("{}.hnsw", slug(&model))),
+                &model,
+                embedder.dimension(),
+                self.config.vector,
+            ),
+            None => VectorIndex::in_memory(&model, embedder.dimension(), self.config.vector),
+        };
+        let idx = Arc::new(idx);
+        self.sync_vectors(collection, &idx, &*embedder)?;
+        map.insert(collection.to_string(), idx.clone());
+        Ok(Some(idx))
+    }
+
+    /// Drop the cached vector index of a collection so the next use re-syncs it.
+    pub(crate) fn forget_vectors(&self, collection: &str) {
+        self.vectors
+            .lock()
+            .expect("vector map lock")
+            .remove(collection);
+    }
+
+    fn sync_vectors(
+        &self,
+        collection: &str,
+        idx: &VectorIndex,
+        embedder: &dyn Embedder,
+    ) -> Result<(), EngineError> {
+        let store_gen = self
+            .store
+            .collection(collection)?
+            .map(|c| c.generation)
+            .unwrap_or(0);
+        let idx_gen = idx.generation();
+        if store_gen == idx_gen {
+            return Ok(());
+        }
+        let journal = self.store.index_journal(collection)?;
+        let (removed, docs) =
+            if idx_gen.checked_add(1) == Some(store_gen) && journal.generation == store_gen {
+                tracing::info!(collection, "vector index one batch behind: replaying");
+                (journal.removed, journal.added)
+            } else {
+                tracing::info!(collection, store_gen, idx_gen, "rebuilding vector index");
+                idx.clear();
+                (Vec::new(), self.store.document_keys(collection)?)
+            };
+        let mut pending = Vec::new();
+        for d in &docs {
+            let Some(doc) = self.store.document(collection, *d)? else {
+                continue;
+            };
+            for c in self.store.chunks(*d)? {
+                pending.push(pending_for(&doc.title, &c));
+            }
+        }
+        let vectors = self.vectors_for(embedder, &pending, &mut |_| {})?;
+        idx.apply(&removed, &vectors, store_gen)?;
+        Ok(())
+    }
+
+    /// Vectors for `pending` chunks: from the embedding cache, the rest embedded and
+    /// cached in one store batch of their own.
+    fn vectors_for(
+        &self,
+        embedder: &dyn Embedder,
+        pending: &[PendingVector],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<((DocKey, u32), Vec<f32>)>, EngineError> {
+        let mut fresh = Vec::new();
+        let out = cached_or_embed(
+            self,
+            embedder,
+            pending,
+            &HashMap::new(),
+            &mut fresh,
+            progress,
+        )?;
+        if !fresh.is_empty() {
+            let mut b = self.store.begin()?;
+            for (k, v) in &fresh {
+                b.put_embedding(k, v)?;
+            }
+            b.commit()?;
+        }
+        Ok(out)
+    }
+}
+
+/// The pending vector of a chunk.
+pub(crate) fn pending_for(title: &str, c: &Chunk) -> PendingVector {
+    PendingVector {
+        key: (c.doc, c.ordinal),
+        text: embed_text(title, &c.text),
+    }
+}
+
+/// Look `pending` up in `local` (embedded earlier in this batch) and the store's cache;
+/// embed what is missing (each distinct text once), appending it to `fresh`.
+pub(crate) fn cached_or_embed(
+    engine: &Engine,
+    embedder: &dyn Embedder,
+    pending: &[PendingVector],
+    local: &HashMap<EmbeddingKey, Vec<f32>>,
+    fresh: &mut Vec<(EmbeddingKey, Vec<f32>)>,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<((DocKey, u32), Vec<f32>)>, EngineError> {
+    let model = embedder.model_id();
+    let keys: Vec<EmbeddingKey> = pending
+        .iter()
+        .map(|p| embedding_key(model, &p.text))
+        .collect();
+    let cached = engine.store.embeddings(&keys)?;
+    let mut found: HashMap<EmbeddingKey, Vec<f32>> = HashMap::new();
+    let mut missing: Vec<usize> = Vec::new();
+    let mut queued: std::collections::HashSet<EmbeddingKey> = Default::default();
+    for (i, c) in cached.into_iter().enumerate() {
+        let k = keys[i];
+        if found.contains_key(&k) {
+            continue;
+        }
+        match c.filter(|v| v.len() == embedder.dimension()) {
+            Some(v) => {
+                found.insert(k, v);
+            }
+            None => match local.get(&k) {
+                Some(v) => {
+                    found.insert(k, v.clone());
+                }
+                None => {
+                    if queued.insert(k) {
+                        missing.push(i);
+                    }
+                }
+            },
+        }
+    }
+    for group in missing.chunks(EMBED_GROUP) {
+        let texts: Vec<&str> = group.iter().map(|&i| pending[i].text.as_str()).collect();
+        let vs = embedder
+            .embed(&texts, TextKind::Document)
+            .map_err(model_err)?;
+        if vs.len() != texts.len() {
+            return Err(EngineError::Model(format!(
+                "the model returned {} vectors for {} texts",
+                vs.len(),
+                texts.len()
+            )));
+        }
+        for (&i, v) in group.iter().zip(vs) {
+            fresh.push((keys[i], v.clone()));
+            found.insert(keys[i], v);
+        }
+        progress(group.len());
+    }
+    Ok(pending
+        .iter()
+        .zip(&keys)
+        .map(|(p, k)| (p.key, found[k].clone()))
+        .collect())
+}
+
+/// A file-name-safe form of a model id.
+fn slug(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    out.truncate(80);
+    out
+}
