@@ -24,6 +24,8 @@ use neuralcore_index::{AnalyzerConfig, Bm25Params, IndexChunk, KeywordIndex, Sto
 use serde::Deserialize;
 use serde_json::json;
 
+mod vectors;
+
 type Result<T> = std::result::Result<T, String>;
 
 /// The same allocator as the `neuralcore` binary, so timings match it.
@@ -32,6 +34,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage:
   nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N]
+  nc-bench vectors --data-dir DIR --queries FILE [--collection C] [--model-dir DIR]
+                   [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -371,6 +375,7 @@ fn main() -> ExitCode {
         "index" => run(bench_index),
         "query" => run(bench_query),
         "embed" => bench_embed(&args[1..]),
+        "vectors" => vectors::bench_vectors(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -20,8 +20,9 @@ fn ingest(e: &Engine, paths: &[&Path], c: &str) -> IngestSummary {
 }
 
 fn top_titles(e: &Engine, c: &str, q: &str) -> Vec<String> {
-    e.search(c, q, 5)
+    e.search(c, q, 5, None)
         .unwrap()
+        .hits
         .into_iter()
         .map(|h| h.document.title)
         .collect()
@@ -96,10 +97,18 @@ fn ingests_every_format_with_provenance_and_spans() {
         );
     }
     // Scripts and navigation are not text.
-    assert!(e.search("default", "lava", 5).unwrap().is_empty());
-    assert!(e.search("default", "About", 5).unwrap().is_empty());
+    assert!(e
+        .search("default", "lava", 5, None)
+        .unwrap()
+        .hits
+        .is_empty());
+    assert!(e
+        .search("default", "About", 5, None)
+        .unwrap()
+        .hits
+        .is_empty());
     // Provenance and chunk spans.
-    let hit = &e.search("default", "tardigrades", 1).unwrap()[0];
+    let hit = &e.search("default", "tardigrades", 1, None).unwrap().hits[0];
     let p = &hit.document.provenance[0];
     let raw = std::fs::read_to_string(docs.join("notes.txt")).unwrap();
     let text = normalize(&raw);
@@ -125,14 +134,14 @@ fn ingests_every_format_with_provenance_and_spans() {
     assert_eq!(slice, hit.chunk.text);
     assert!(hit.chunk.tokens > 5);
     // Markdown sections and front matter.
-    let md = &e.search("default", "zebrafish", 1).unwrap()[0];
+    let md = &e.search("default", "zebrafish", 1, None).unwrap().hits[0];
     assert_eq!(
         md.chunk.section,
         vec!["Setup".to_string(), "Linux".to_string()]
     );
     assert_eq!(md.document.metadata["author"], serde_json::json!("Ada"));
     // BEIR and CSV ids.
-    let beir = &e.search("default", "penguins", 1).unwrap()[0];
+    let beir = &e.search("default", "penguins", 1, None).unwrap().hits[0];
     assert_eq!(
         beir.document.provenance[0].external_id.as_deref(),
         Some("d1")
@@ -141,7 +150,7 @@ fn ingests_every_format_with_provenance_and_spans() {
         beir.document.provenance[0].locator.as_deref(),
         Some("item 1")
     );
-    let csv = &e.search("default", "meteors", 1).unwrap()[0];
+    let csv = &e.search("default", "meteors", 1, None).unwrap().hits[0];
     assert_eq!(
         csv.document.provenance[0].external_id.as_deref(),
         Some("r2")
@@ -218,7 +227,10 @@ fn bad_inputs_fail_one_file_each_and_the_rest_is_stored() {
     assert_eq!(e.sources("default").unwrap().len(), 2);
     assert_eq!(top_titles(&e, "default", "lighthouse").len(), 2);
     assert!(
-        e.search("default", "quokka", 5).unwrap().is_empty(),
+        e.search("default", "quokka", 5, None)
+            .unwrap()
+            .hits
+            .is_empty(),
         "half of broken.jsonl stored"
     );
 }
@@ -250,7 +262,10 @@ fn reingest_skips_unchanged_and_replaces_changed_sources() {
         (1, 1, 1)
     );
     assert!(
-        e.search("default", "walruses", 5).unwrap().is_empty(),
+        e.search("default", "walruses", 5, None)
+            .unwrap()
+            .hits
+            .is_empty(),
         "old chunks must be gone"
     );
     assert_eq!(top_titles(&e, "default", "belugas"), vec!["One"]);
@@ -290,7 +305,7 @@ fn identical_content_is_stored_once_with_every_provenance() {
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
     let s = ingest(&e, &[&a, &b], "default");
     assert_eq!((s.ingested, s.documents), (2, 2));
-    let hits = e.search("default", "axolotls", 10).unwrap();
+    let hits = e.search("default", "axolotls", 10, None).unwrap().hits;
     assert_eq!(hits.len(), 1, "one document, one chunk");
     let prov: Vec<&str> = hits[0]
         .document
@@ -307,7 +322,7 @@ fn identical_content_is_stored_once_with_every_provenance() {
         .remove("default", &[a.to_string_lossy().into_owned()])
         .unwrap();
     assert_eq!(r.removed_documents, 0, "b still holds it");
-    let hits = e.search("default", "axolotls", 10).unwrap();
+    let hits = e.search("default", "axolotls", 10, None).unwrap().hits;
     assert_eq!(hits[0].document.provenance.len(), 1);
     // Removing by folder removes every source under it.
     let r = e
@@ -317,7 +332,11 @@ fn identical_content_is_stored_once_with_every_provenance() {
         )
         .unwrap();
     assert_eq!((r.sources.len(), r.removed_documents), (1, 1));
-    assert!(e.search("default", "axolotls", 10).unwrap().is_empty());
+    assert!(e
+        .search("default", "axolotls", 10, None)
+        .unwrap()
+        .hits
+        .is_empty());
     assert_eq!(e.collection("default").unwrap().chunks, 0);
     let err = e
         .remove("default", &["/no/such/source".into()])
@@ -335,11 +354,11 @@ fn collections_are_isolated() {
     ingest(&e, &[&f, &g], "two");
     assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);
     assert_eq!(top_titles(&e, "two", "okapis").len(), 2);
-    let err = e.search("three", "okapis", 5).unwrap_err();
+    let err = e.search("three", "okapis", 5, None).unwrap_err();
     assert!(err.to_string().contains("one, two"), "{err}");
     assert!(e.ingest(&[], "bad name", &mut ()).is_err());
     e.drop_collection("two").unwrap();
-    assert!(e.search("two", "okapis", 5).is_err());
+    assert!(e.search("two", "okapis", 5, None).is_err());
     assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);
 }
 
@@ -390,7 +409,10 @@ fn index_catches_up_after_a_crash_between_store_and_index_commits() {
     let e = Engine::open(&data, cfg).unwrap();
     assert_eq!(top_titles(&e, "default", "termites"), vec!["g"]);
     assert!(
-        e.search("default", "termite", 5).unwrap().is_empty(),
+        e.search("default", "termite", 5, None)
+            .unwrap()
+            .hits
+            .is_empty(),
         "no stemming now"
     );
 }
@@ -420,11 +442,14 @@ fn big_sources_stream_in_their_own_batch_and_roll_back_on_failure() {
     assert_eq!((s.ingested, s.failed), (2, 1), "{s:#?}");
     assert!(s.errors[0].message.contains("line 301"), "{:?}", s.errors);
     assert!(
-        e.search("default", "dugongs", 5).unwrap().is_empty(),
+        e.search("default", "dugongs", 5, None)
+            .unwrap()
+            .hits
+            .is_empty(),
         "failed big source rolled back"
     );
     assert_eq!(top_titles(&e, "default", "capybaras"), vec!["a_small"]);
-    let parts = e.search("default", "manatees", 100).unwrap();
+    let parts = e.search("default", "manatees", 100, None).unwrap().hits;
     let distinct: std::collections::BTreeSet<String> =
         parts.iter().map(|h| h.document.title.clone()).collect();
     assert!(

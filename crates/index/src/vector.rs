@@ -56,7 +56,7 @@ impl Default for HnswParams {
         HnswParams {
             m: 16,
             ef_construction: 200,
-            ef_search: 96,
+            ef_search: 64,
             exact_below: 2048,
         }
     }
@@ -696,6 +696,13 @@ impl VectorIndex {
                 }
             })
             .collect()
+    }
+
+    /// Change the search-time candidate list size (not persisted parameters' identity:
+    /// the graph does not depend on it).
+    pub fn set_ef_search(&self, ef: usize) {
+        let mut g = self.graph.write().expect("vector index lock");
+        g.params.ef_search = ef.max(1);
     }
 
     /// Whether a chunk has a live vector.
