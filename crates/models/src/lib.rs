@@ -4,7 +4,11 @@
 
 pub mod bert;
 pub mod cache;
+pub mod cross;
+pub mod fastbert;
+mod kernels;
 pub mod sentence;
 
 pub use cache::{known, CachedModel, KnownModel, ModelCache, DEFAULT_EMBEDDER, KNOWN_MODELS};
+pub use cross::CrossEncoder;
 pub use sentence::{Pooling, SentenceEmbedder};

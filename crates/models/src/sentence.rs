@@ -6,13 +6,16 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
+use std::sync::Mutex;
+
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use neuralcore_core::{Embedder, ModelError, TextKind};
 use serde::Deserialize;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
-use crate::bert::{self, Bert, BertConfig};
+use crate::bert::BertConfig;
+use crate::fastbert::{FastBert, Workspace};
 
 /// How token states become one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +31,9 @@ pub enum Pooling {
 /// A BERT-family sentence embedder.
 pub struct SentenceEmbedder {
     id: String,
-    bert: Bert,
+    bert: FastBert,
+    /// Buffers of the forward pass, reused across batches.
+    workspace: Mutex<Workspace>,
     tokenizer: Tokenizer,
     pooling: Pooling,
     normalize: bool,
@@ -36,7 +41,6 @@ pub struct SentenceEmbedder {
     query_prefix: String,
     document_prefix: String,
     batch_size: usize,
-    device: Device,
 }
 
 #[derive(Deserialize)]
@@ -148,25 +152,20 @@ impl SentenceEmbedder {
             .min(cfg.max_position_embeddings);
         let st: StConfig =
             read_json(&dir.join("config_sentence_transformers.json"))?.unwrap_or_default();
-        let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_len,
                 ..Default::default()
             }))
             .map_err(|e| invalid(&tok_path, e))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id,
-            pad_token: "[PAD]".into(),
-            ..Default::default()
-        }));
+        // No padding: the encoder packs the real tokens of a batch (tokenizer.json may
+        // ask for padding to a fixed length, as MiniLM's does).
+        tokenizer.with_padding(None);
         let weights_path = require(dir, "model.safetensors")?;
         let weights = std::fs::read(&weights_path).map_err(|e| invalid(&weights_path, e))?;
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| invalid(&weights_path, e))?;
-        let bert = Bert::load(vb, &cfg).map_err(|e| invalid(&weights_path, e))?;
+        let bert = FastBert::load(vb, &cfg).map_err(|e| invalid(&weights_path, e))?;
         let pooling_name = match pooling {
             Pooling::Mean => "mean",
             Pooling::Cls => "cls",
@@ -176,6 +175,7 @@ impl SentenceEmbedder {
         Ok(SentenceEmbedder {
             id,
             bert,
+            workspace: Mutex::new(Workspace::default()),
             tokenizer,
             pooling,
             normalize,
@@ -183,8 +183,12 @@ impl SentenceEmbedder {
             query_prefix: st.prompts.get("query").cloned().unwrap_or_default(),
             document_prefix: st.prompts.get("document").cloned().unwrap_or_default(),
             batch_size: 32,
-            device,
         })
+    }
+
+    /// Texts per forward pass (at least 1).
+    pub fn set_batch_size(&mut self, n: usize) {
+        self.batch_size = n.max(1);
     }
 
     /// Pooling in use.
@@ -192,38 +196,67 @@ impl SentenceEmbedder {
         self.pooling
     }
 
-    fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let inf = |e: &dyn std::fmt::Display| ModelError::Inference(e.to_string());
-        let enc = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| inf(&e))?;
-        let t = enc.first().map(|e| e.get_ids().len()).unwrap_or(0);
-        let b = enc.len();
-        let mut ids = Vec::with_capacity(b * t);
-        let mut mask = Vec::with_capacity(b * t);
-        for e in &enc {
-            ids.extend_from_slice(e.get_ids());
-            mask.extend_from_slice(e.get_attention_mask());
-        }
-        let ids = Tensor::from_vec(ids, (b, t), &self.device).map_err(|e| inf(&e))?;
-        let mask = Tensor::from_vec(mask, (b, t), &self.device).map_err(|e| inf(&e))?;
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let hidden = self.bert.forward(&ids, &mask)?;
-            let pooled = match self.pooling {
-                Pooling::Mean => bert::mean_pool(&hidden, &mask)?,
-                Pooling::Cls => bert::cls_pool(&hidden)?,
-                Pooling::Max => bert::max_pool(&hidden, &mask)?,
-            };
-            let out = if self.normalize {
-                bert::l2_normalize(&pooled)?
-            } else {
-                pooled
-            };
-            out.to_vec2::<f32>()
+    /// Vectors of already tokenized texts (one forward pass).
+    fn embed_batch(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, ModelError> {
+        // A second caller while a batch runs gets its own buffers instead of waiting.
+        let mut own = None;
+        let mut guard = self.workspace.try_lock().ok();
+        let ws = match guard.as_deref_mut() {
+            Some(ws) => ws,
+            None => own.insert(Workspace::default()),
         };
-        run().map_err(|e| inf(&e))
+        let hidden = self.bert.forward(seqs, ws).map_err(ModelError::Inference)?;
+        let h = self.dim;
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut start = 0;
+        for s in seqs {
+            let rows = &hidden[start * h..(start + s.len()) * h];
+            start += s.len();
+            out.push(pool(rows, h, self.pooling, self.normalize));
+        }
+        Ok(out)
     }
+}
+
+/// One vector from the `[tokens, h]` states of one sequence.
+fn pool(rows: &[f32], h: usize, pooling: Pooling, normalize: bool) -> Vec<f32> {
+    let n = rows.len() / h;
+    let mut v = vec![0f32; h];
+    match pooling {
+        Pooling::Mean => {
+            for r in rows.chunks_exact(h) {
+                for (a, &x) in v.iter_mut().zip(r) {
+                    *a += x;
+                }
+            }
+            let count = (n as f32).max(1e-9);
+            for a in &mut v {
+                *a /= count;
+            }
+        }
+        Pooling::Cls => {
+            if n > 0 {
+                v.copy_from_slice(&rows[..h]);
+            }
+        }
+        Pooling::Max => {
+            if n > 0 {
+                v.fill(f32::NEG_INFINITY);
+                for r in rows.chunks_exact(h) {
+                    for (a, &x) in v.iter_mut().zip(r) {
+                        *a = a.max(x);
+                    }
+                }
+            }
+        }
+    }
+    if normalize {
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        for a in &mut v {
+            *a /= norm;
+        }
+    }
+    v
 }
 
 impl Embedder for SentenceEmbedder {
@@ -240,7 +273,7 @@ impl Embedder for SentenceEmbedder {
             TextKind::Query => &self.query_prefix,
             TextKind::Document => &self.document_prefix,
         };
-        // Similar lengths share a batch, so little compute goes to padding.
+        // Similar lengths share a batch, so its sequences make groups of even size.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
         let mut out = vec![Vec::new(); texts.len()];
@@ -249,7 +282,12 @@ impl Embedder for SentenceEmbedder {
                 .iter()
                 .map(|&i| format!("{prefix}{}", texts[i]))
                 .collect();
-            for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
+            let enc = self
+                .tokenizer
+                .encode_batch(batch, true)
+                .map_err(|e| ModelError::Inference(e.to_string()))?;
+            let seqs: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
+            for (&i, v) in group.iter().zip(self.embed_batch(&seqs)?) {
                 out[i] = v;
             }
         }

@@ -1,0 +1,196 @@
+//! A BERT cross-encoder reranker (`BertForSequenceClassification` with one label, as
+//! cross-encoder/ms-marco-MiniLM-L-6-v2): the query and a passage go through the encoder
+//! together (`[CLS] query [SEP] passage [SEP]`, token types 0 then 1), the `[CLS]` state
+//! through BERT's pooler (dense + tanh) and the classifier gives one logit; the score is
+//! its sigmoid, as sentence-transformers' `CrossEncoder` reports it.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use candle_core::{DType, Device};
+use candle_nn::VarBuilder;
+use neuralcore_core::{ModelError, Reranker};
+use serde::Deserialize;
+use tokenizers::{EncodeInput, Tokenizer, TruncationParams, TruncationStrategy};
+
+use crate::bert::BertConfig;
+use crate::fastbert::{FastBert, Workspace};
+
+/// Pairs per forward pass.
+const BATCH: usize = 16;
+
+/// A cross-encoder reranker.
+pub struct CrossEncoder {
+    id: String,
+    bert: FastBert,
+    ws: Mutex<Workspace>,
+    tokenizer: Tokenizer,
+    /// Pooler, `[in, out]`.
+    pool_w: Vec<f32>,
+    pool_b: Vec<f32>,
+    /// Classifier of the one label.
+    cls_w: Vec<f32>,
+    cls_b: f32,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    #[serde(default)]
+    architectures: Vec<String>,
+    #[serde(default)]
+    id2label: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    num_labels: Option<usize>,
+}
+
+fn invalid(path: &Path, e: impl std::fmt::Display) -> ModelError {
+    ModelError::Invalid(format!("{}: {e}", path.display()))
+}
+
+fn inf(e: impl std::fmt::Display) -> ModelError {
+    ModelError::Inference(e.to_string())
+}
+
+impl CrossEncoder {
+    /// Load the cross-encoder in `dir` (config.json, tokenizer.json, model.safetensors).
+    /// Pairs longer than `max_length` tokens are cut, longest side first.
+    pub fn load(dir: &Path, name: &str, max_length: usize) -> Result<Self, ModelError> {
+        let need = |f: &str| {
+            let p = dir.join(f);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(ModelError::NotFound(format!(
+                    "{} has no {f}",
+                    dir.display()
+                )))
+            }
+        };
+        let config_path = need("config.json")?;
+        let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
+        let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
+        let head: Head = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
+        if let Some(t) = &cfg.model_type {
+            if t != "bert" {
+                return Err(invalid(
+                    &config_path,
+                    format!("model_type {t:?} is not BERT"),
+                ));
+            }
+        }
+        if !head.architectures.is_empty()
+            && !head
+                .architectures
+                .iter()
+                .any(|a| a.ends_with("ForSequenceClassification"))
+        {
+            return Err(invalid(
+                &config_path,
+                format!(
+                    "architectures {:?}: not a cross-encoder (BertForSequenceClassification)",
+                    head.architectures
+                ),
+            ));
+        }
+        let labels = head
+            .num_labels
+            .or(head.id2label.as_ref().map(|m| m.len()))
+            .unwrap_or(1);
+        if labels != 1 {
+            return Err(invalid(
+                &config_path,
+                format!("{labels} labels: only one-label (relevance score) cross-encoders are supported"),
+            ));
+        }
+        let tok_path = need("tokenizer.json")?;
+        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| invalid(&tok_path, e))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_length.min(cfg.max_position_embeddings),
+                strategy: TruncationStrategy::LongestFirst,
+                ..Default::default()
+            }))
+            .map_err(|e| invalid(&tok_path, e))?;
+        tokenizer.with_padding(None);
+        let weights_path = need("model.safetensors")?;
+        let bytes = std::fs::read(&weights_path).map_err(|e| invalid(&weights_path, e))?;
+        let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &Device::Cpu)
+            .map_err(|e| invalid(&weights_path, e))?;
+        let bert = FastBert::load(vb.clone(), &cfg).map_err(|e| invalid(&weights_path, e))?;
+        let h = cfg.hidden_size;
+        let get = |name: &str, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
+            vb.get(shape, name)
+                .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
+                .map_err(|e| invalid(&weights_path, e))
+        };
+        let pw = get("bert.pooler.dense.weight", &[h, h])?;
+        // `[out, in]` in the file; keep `[in, out]` for a row-vector product.
+        let mut pool_w = vec![0f32; h * h];
+        for o in 0..h {
+            for i in 0..h {
+                pool_w[i * h + o] = pw[o * h + i];
+            }
+        }
+        Ok(CrossEncoder {
+            id: format!("{name};cross-encoder;max={max_length}"),
+            bert,
+            ws: Mutex::new(Workspace::default()),
+            tokenizer,
+            pool_w,
+            pool_b: get("bert.pooler.dense.bias", &[h])?,
+            cls_w: get("classifier.weight", &[1, h])?,
+            cls_b: get("classifier.bias", &[1])?[0],
+        })
+    }
+
+    /// The raw logit of each (query, passage) pair.
+    pub fn logits(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
+        let inputs: Vec<EncodeInput> = passages
+            .iter()
+            .map(|p| EncodeInput::Dual(query.into(), (*p).into()))
+            .collect();
+        let enc = self.tokenizer.encode_batch(inputs, true).map_err(inf)?;
+        let mut order: Vec<usize> = (0..enc.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(enc[i].get_ids().len()));
+        let h = self.bert.hidden_size();
+        let mut out = vec![0f32; enc.len()];
+        let mut ws = self.ws.lock().map_err(|_| inf("poisoned workspace"))?;
+        for group in order.chunks(BATCH) {
+            let ids: Vec<&[u32]> = group.iter().map(|&i| enc[i].get_ids()).collect();
+            let types: Vec<&[u32]> = group.iter().map(|&i| enc[i].get_type_ids()).collect();
+            let hidden = self
+                .bert
+                .forward_typed(&ids, &types, &mut ws)
+                .map_err(inf)?;
+            let mut row = 0;
+            for (&i, s) in group.iter().zip(&ids) {
+                let cls = &hidden[row * h..(row + 1) * h];
+                row += s.len();
+                let mut logit = self.cls_b;
+                for o in 0..h {
+                    let mut acc = self.pool_b[o];
+                    for (k, x) in cls.iter().enumerate() {
+                        acc += x * self.pool_w[k * h + o];
+                    }
+                    logit += acc.tanh() * self.cls_w[o];
+                }
+                out[i] = logit;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Reranker for CrossEncoder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
+        Ok(self
+            .logits(query, passages)?
+            .into_iter()
+            .map(|l| 1.0 / (1.0 + (-l).exp()))
+            .collect())
+    }
+}
