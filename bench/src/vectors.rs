@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use neuralcore_core::{embedding_key, DocKey, Embedder, TextKind};
+use neuralcore_core::{embedding_key, DocKey, TextKind};
 use neuralcore_engine::{embed_text, Config, Engine};
 use neuralcore_index::{HnswParams, VectorIndex};
 use serde_json::json;

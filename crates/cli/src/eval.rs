@@ -7,22 +7,31 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use neuralcore_core::DocKey;
-use neuralcore_engine::{Engine, SearchMode};
+use neuralcore_engine::{Engine, SearchMode, SearchOptions};
 use neuralcore_eval::{side_by_side, BeirDataset, QueryMetrics, Summary};
 
 /// Documents to rank per query (Recall@100 needs 100).
 const DEPTH_DOCS: usize = 100;
 
-pub fn beir(
-    json: bool,
-    quiet: bool,
-    engine: &Engine,
-    dir: &Path,
-    split: &str,
-    collection: Option<String>,
-    per_query: Option<&Path>,
-    modes: &[SearchMode],
-) -> Result<()> {
+/// What `eval beir` was asked to do.
+pub struct BeirArgs<'a> {
+    pub dir: &'a Path,
+    pub split: &'a str,
+    pub collection: Option<String>,
+    pub per_query: Option<&'a Path>,
+    pub modes: &'a [SearchMode],
+    pub reranks: &'a [usize],
+}
+
+pub fn beir(json: bool, quiet: bool, engine: &Engine, args: BeirArgs<'_>) -> Result<()> {
+    let BeirArgs {
+        dir,
+        split,
+        collection,
+        per_query,
+        modes,
+        reranks,
+    } = args;
     let ds = BeirDataset::open(dir, split)?;
     for w in &ds.warnings {
         if !quiet {
@@ -86,18 +95,33 @@ pub fn beir(
         )),
         None => None,
     };
+    if reranks.iter().any(|&n| n > 0) {
+        if let Err(why) = engine.reranker_status() {
+            anyhow::bail!("cannot evaluate reranking: {why}");
+        }
+    }
+    let runs: Vec<(SearchMode, usize)> = modes
+        .iter()
+        .flat_map(|&m| reranks.iter().map(move |&r| (m, r)))
+        .collect();
     let mut rows: Vec<(String, Summary)> = Vec::new();
-    for &mode in modes {
-        let label = mode.to_string();
+    for (mode, rerank) in runs {
+        let opts = SearchOptions {
+            mode: Some(mode),
+            rerank: Some(rerank),
+        };
+        let label = if rerank > 0 {
+            format!("{mode}+rerank{rerank}")
+        } else {
+            mode.to_string()
+        };
         let mut metrics = Vec::with_capacity(ds.queries.len());
         let mut latencies = Vec::with_capacity(ds.queries.len());
         for q in &ds.queries {
             let start = Instant::now();
             let mut depth = DEPTH_DOCS;
             let ranked = loop {
-                let hits = engine
-                    .search_keys(&collection, &q.text, depth, Some(mode))?
-                    .hits;
+                let hits = engine.search_keys(&collection, &q.text, depth, opts)?.hits;
                 let mut ranked: Vec<String> = Vec::new();
                 let mut seen = std::collections::HashSet::new();
                 for h in &hits {
@@ -141,6 +165,7 @@ pub fn beir(
             "corpus_reused": reused,
             "ingest_ms": ingest_ms,
             "config": {
+                "rerank": cfg.rerank,
                 "keyword": cfg.keyword, "analyzer": cfg.analyzer, "search": cfg.search,
                 "embedding_model": if want_vectors { engine.embedder().map(|e| e.model_id().to_string()) } else { None },
                 "vector": cfg.vector,

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use neuralcore_core::DEFAULT_COLLECTION;
-use neuralcore_engine::{Config, Engine, SearchMode};
+use neuralcore_engine::{Config, Engine, SearchMode, SearchOptions};
 
 /// neuralcore — retrieval you can trust, with the evidence attached.
 ///
@@ -88,6 +88,9 @@ enum Command {
         /// keyword, vector or hybrid (default: search.mode).
         #[arg(long)]
         mode: Option<SearchMode>,
+        /// Rerank the top N results with the cross-encoder (default: rerank.top_n).
+        #[arg(long, value_name = "N")]
+        rerank: Option<usize>,
         /// Number of chunks to return (default: search.k).
         #[arg(short)]
         k: Option<usize>,
@@ -168,6 +171,10 @@ enum EvalCommand {
         /// hybrid (default: keyword, plus vector and hybrid when the model is present).
         #[arg(long, value_delimiter = ',')]
         mode: Vec<SearchMode>,
+        /// Rerank depths to evaluate with each mode, comma-separated (0 = no reranking),
+        /// e.g. `--rerank 0,20`.
+        #[arg(long, value_delimiter = ',', default_value = "0")]
+        rerank: Vec<usize>,
     },
 }
 
@@ -316,25 +323,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Search {
             query,
             mode,
+            rerank,
             k,
             collection,
             full,
         } => {
             let engine = open(g, load_config(g)?)?;
             let k = k.unwrap_or(engine.config().search.k);
-            let res = engine.search(&collection, &query, k, mode)?;
+            let res = engine.search(&collection, &query, k, SearchOptions { mode, rerank })?;
             if let Some(why) = &res.fallback {
                 if !g.quiet {
                     eprintln!("note: keyword-only search: {why}");
                 }
             }
-            let hits = res.hits;
             let terms: Vec<String> = engine
                 .query_terms(&collection, &query)?
                 .into_iter()
                 .map(|t| t.0)
                 .collect();
-            output::print_search(g.json, &engine, &collection, &query, &terms, &hits, full)?;
+            output::print_search(g.json, &engine, &collection, &query, &terms, &res, full)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rm {
@@ -413,6 +420,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     collection,
                     per_query,
                     mode,
+                    rerank,
                 },
         } => {
             let engine = open(g, load_config(g)?)?;
@@ -433,11 +441,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 g.json,
                 g.quiet,
                 &engine,
-                &dir,
-                &split,
-                collection,
-                per_query.as_deref(),
-                &modes,
+                eval::BeirArgs {
+                    dir: &dir,
+                    split: &split,
+                    collection,
+                    per_query: per_query.as_deref(),
+                    modes: &modes,
+                    reranks: &rerank,
+                },
             )?;
             engine.close()?;
             Ok(ExitCode::SUCCESS)

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use neuralcore_engine::{Engine, FileOutcome, IngestObserver, IngestSummary, SearchHit};
+use neuralcore_engine::{
+    Engine, FileOutcome, IngestObserver, IngestSummary, SearchHit, SearchResults,
+};
 
 /// Ingest progress: a bar on a terminal (never with --json or -q), error lines always.
 pub struct Progress {
@@ -172,13 +174,17 @@ pub fn print_search(
     collection: &str,
     query: &str,
     terms: &[String],
-    hits: &[SearchHit],
+    res: &SearchResults,
     full: bool,
 ) -> Result<()> {
+    let hits = &res.hits;
     if json {
         let v = serde_json::json!({
             "query": query,
             "collection": collection,
+            "mode": res.mode,
+            "fallback": res.fallback,
+            "reranked": res.reranked,
             "hits": hits.iter().map(hit_json).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);

@@ -272,7 +272,10 @@ fn eval_beir_runs_on_an_unseen_dataset_and_reuses_its_collection() {
     ));
     assert_eq!(r["collection"], "beir-bees-ds");
     assert_eq!(r["corpus_reused"], false);
-    let s = &r["summary"];
+    // No model in this data dir: keyword only.
+    assert_eq!(r["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(r["runs"][0]["mode"], "keyword");
+    let s = &r["runs"][0]["summary"];
     assert_eq!(s["queries"], 2);
     assert_eq!(s["ndcg_at_10"], 1.0, "{s}");
     assert_eq!(s["mrr_at_10"], 1.0);
@@ -320,6 +323,127 @@ fn eval_beir_runs_on_an_unseen_dataset_and_reuses_its_collection() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The model cache holding all-MiniLM-L6-v2 (pulled by scripts/test.sh).
+fn model_cache() -> String {
+    let dir = std::env::var_os("NEURALCORE_TEST_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.models/models/all-minilm-l6-v2")
+        });
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "no model at {}: run scripts/test.sh",
+        dir.display()
+    );
+    dir.parent().unwrap().display().to_string()
+}
+
+fn run_with_model(data: &Path, args: &[&str]) -> Output {
+    bin()
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn semantic_search_modes_and_the_keyword_only_fallback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    // Without the model: ingest and hybrid search say so once, keyword results still come.
+    let out = run(&data, &["ingest", examples().to_str().unwrap()]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("neuralcore models pull"), "{err}");
+    let out = run(&data, &["search", "What causes the tides?"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("neuralcore models pull").count(), 1, "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Tides"));
+    let out = run(&data, &["search", "tides", "--mode", "vector"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neuralcore models pull"));
+    let out = run(&data, &["search", "tides", "--mode", "sideways"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("keyword, vector or hybrid"));
+    // With the model: the first use embeds the stored chunks (from the existing
+    // collection), and every mode answers.
+    for mode in ["keyword", "vector", "hybrid"] {
+        let r = json(&run_with_model(
+            &data,
+            &[
+                "--json",
+                "search",
+                "why does the sea rise and fall",
+                "--mode",
+                mode,
+            ],
+        ));
+        assert_eq!(r["mode"], mode);
+        assert!(
+            r["hits"][0]["title"].as_str().unwrap().contains("Tides") || mode == "keyword",
+            "{mode}: {r}"
+        );
+    }
+    // Reranking without a reranker model: a clear error naming how to add one.
+    let out = run_with_model(&data, &["search", "tides", "--rerank", "5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("models pull --from"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn eval_beir_reports_every_mode_side_by_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("bees-ds");
+    tiny_beir(&ds);
+    let data = tmp.path().join("data");
+    let r = json(&run_with_model(
+        &data,
+        &["--json", "eval", "beir", ds.to_str().unwrap()],
+    ));
+    let modes: Vec<&str> = r["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["keyword", "vector", "hybrid"]);
+    for run in r["runs"].as_array().unwrap() {
+        assert!(
+            run["summary"]["ndcg_at_10"].as_f64().unwrap() > 0.5,
+            "{run}"
+        );
+    }
+    let out = run_with_model(
+        &data,
+        &[
+            "eval",
+            "beir",
+            ds.to_str().unwrap(),
+            "--mode",
+            "vector,hybrid",
+        ],
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().find(|l| l.starts_with("metric")).unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["metric", "vector", "hybrid"]
+    );
+    let out = run_with_model(
+        &data,
+        &["eval", "beir", ds.to_str().unwrap(), "--rerank", "0,10"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot evaluate reranking"));
 }
 
 /// Deterministic pseudo-English files for the crash test.

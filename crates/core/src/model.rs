@@ -1,4 +1,4 @@
-//! The model contracts: embedders (and, later, rerankers and LLMs).
+//! The model contracts: embedders and rerankers (and, later, LLMs).
 
 use thiserror::Error;
 
@@ -47,4 +47,14 @@ pub trait Embedder: Send + Sync {
             .pop()
             .ok_or_else(|| ModelError::Inference("no vector returned".into()))
     }
+}
+
+/// Scores how well passages answer a query, reading both together (a cross-encoder),
+/// to reorder the top of a result list. Stateless between calls; shareable.
+pub trait Reranker: Send + Sync {
+    /// Identifies the model and its settings.
+    fn model_id(&self) -> &str;
+    /// One relevance score per passage, in order; higher is more relevant. Cross-encoders
+    /// with one output give a probability in [0, 1] (the sigmoid of the logit).
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError>;
 }

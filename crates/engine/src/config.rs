@@ -31,6 +31,30 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     /// `[vector]`
     pub vector: VectorConfig,
+    /// `[rerank]`
+    pub rerank: RerankConfig,
+}
+
+/// `[rerank]`: the cross-encoder that reorders the top of a result list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RerankConfig {
+    /// Model name in the model cache (see `embedding.model_dir`).
+    pub model: String,
+    /// Results reranked when `--rerank` is not given (0 = no reranking).
+    pub top_n: usize,
+    /// Longest (query, passage) pair in tokens; the passage is cut first.
+    pub max_length: usize,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        RerankConfig {
+            model: "ms-marco-minilm-l-6-v2".into(),
+            top_n: 0,
+            max_length: 512,
+        }
+    }
 }
 
 /// `[embedding]`: the sentence-embedding model used for vector and hybrid search.
@@ -323,6 +347,17 @@ ef_construction = 200
 ef_search = 64
 # Collections with fewer vectors than this are searched exactly (no graph walk).
 exact_below = 2048
+
+[rerank]
+# Cross-encoder that rescores the top results (`search --rerank N`): a BERT-family
+# folder with config.json (BertForSequenceClassification, one label), tokenizer.json
+# and model.safetensors, placed in the model cache with
+# `neuralcore models pull --from DIR NAME`.
+model = "ms-marco-minilm-l-6-v2"
+# Results reranked when --rerank is not given (0 = none).
+top_n = 0
+# Longest (query, passage) pair in tokens; the passage is cut first.
+max_length = 512
 "#;
 
 const SECTIONS: &[&str] = &[
@@ -332,6 +367,7 @@ const SECTIONS: &[&str] = &[
     "search",
     "embedding",
     "vector",
+    "rerank",
 ];
 
 impl Config {
@@ -429,6 +465,9 @@ impl Config {
         }
         if self.search.candidates == 0 {
             return bad("search.candidates must be at least 1".into());
+        }
+        if self.rerank.max_length < 8 {
+            return bad("rerank.max_length must be at least 8".into());
         }
         if self.embedding.batch_size == 0 {
             return bad("embedding.batch_size must be at least 1".into());

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use neuralcore_core::{
-    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, Embedder, SourceRecord,
+    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, Embedder, Reranker, SourceRecord,
 };
 use neuralcore_index::{IndexChunk, KeywordIndex, VectorIndex};
 use neuralcore_store::{MemoryStore, RedbStore};
 
-use crate::search::Ranked;
+use crate::search::{Ranked, SearchOptions};
 use crate::{Config, EngineError, SearchMode};
 
 /// One search result: the chunk, its document and score.
@@ -35,6 +35,7 @@ pub struct Engine {
     indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
     pub(crate) embedder: OnceLock<Result<Arc<dyn Embedder>, String>>,
     pub(crate) vectors: Mutex<HashMap<String, Arc<VectorIndex>>>,
+    pub(crate) reranker: OnceLock<Result<Arc<dyn Reranker>, String>>,
 }
 
 /// Results of [`Engine::search`].
@@ -46,6 +47,8 @@ pub struct SearchResults {
     pub mode: SearchMode,
     /// Why the mode asked for did not run (no embedding model), if it did not.
     pub fallback: Option<String>,
+    /// How many of the first hits the reranker reordered.
+    pub reranked: usize,
 }
 
 /// Generation stamped on an index while it is being rebuilt.
@@ -72,6 +75,7 @@ impl Engine {
             indexes: Mutex::new(HashMap::new()),
             embedder: OnceLock::new(),
             vectors: Mutex::new(HashMap::new()),
+            reranker: OnceLock::new(),
         })
     }
 
@@ -85,6 +89,7 @@ impl Engine {
             indexes: Mutex::new(HashMap::new()),
             embedder: OnceLock::new(),
             vectors: Mutex::new(HashMap::new()),
+            reranker: OnceLock::new(),
         }
     }
 
@@ -243,7 +248,7 @@ impl Engine {
         collection: &str,
         query: &str,
         k: usize,
-        mode: Option<SearchMode>,
+        opts: impl Into<SearchOptions>,
     ) -> Result<SearchResults, EngineError> {
         self.collection(collection)?;
         if query.trim().is_empty() {
@@ -253,7 +258,8 @@ impl Engine {
             hits,
             mode,
             fallback,
-        } = self.search_keys(collection, query, k, mode)?;
+            reranked,
+        } = self.search_keys(collection, query, k, opts)?;
         let mut docs: HashMap<DocKey, DocumentRecord> = HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
         for h in hits {
@@ -285,6 +291,7 @@ impl Engine {
             hits: out,
             mode,
             fallback,
+            reranked,
         })
     }
 

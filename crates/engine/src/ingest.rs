@@ -13,22 +13,23 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use neuralcore_core::text::sha256_hex;
 use neuralcore_core::{
-    doc_key, Chunk, DocKey, DocumentRecord, Embedder, EmbeddingKey, Provenance, SourceRecord,
-    SourceType, StoreBatch,
+    doc_key, Chunk, DocKey, DocumentRecord, EmbeddingKey, Provenance, SourceRecord, SourceType,
+    StoreBatch,
 };
-use neuralcore_index::{IndexChunk, IndexSession, KeywordIndex, VectorIndex};
+use neuralcore_index::{IndexChunk, IndexSession, KeywordIndex};
 use neuralcore_ingest::{
     loader_for, loaders, walk, ChunkSpan, Chunker, LoadError, LoadedDoc, LoaderOptions,
     SentenceChunker, SourceInput, WalkEntry,
 };
 use serde::Serialize;
 
-use crate::vectors::{cached_or_embed, pending_for, PendingVector, EMBED_GROUP};
+use crate::vectors::{
+    cached_or_embed, pending_for, ChunkVector, PendingVector, VectorPair, EMBED_GROUP,
+};
 use crate::{now_rfc3339, Engine, EngineError};
 
 /// What happened to one file.
@@ -149,13 +150,13 @@ struct Ingestor<'e, 'i> {
     settings: String,
     summary: IngestSummary,
     /// The embedding model and vector index, when there is a model.
-    vec: Option<(Arc<dyn Embedder>, Arc<VectorIndex>)>,
+    vec: Option<VectorPair>,
     /// Chunks of this batch waiting for their vectors.
     pending: Vec<PendingVector>,
     /// Vectors embedded in this batch (not yet visible through the store).
     local: HashMap<EmbeddingKey, Vec<f32>>,
     /// Vectors of this batch's new chunks, for the vector index.
-    vectors: Vec<((DocKey, u32), Vec<f32>)>,
+    vectors: Vec<ChunkVector>,
 }
 
 impl<'e, 'i> Ingestor<'e, 'i> {
@@ -163,7 +164,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         engine: &'e Engine,
         collection: &str,
         idx: &'i KeywordIndex,
-        vec: Option<(Arc<dyn Embedder>, Arc<VectorIndex>)>,
+        vec: Option<VectorPair>,
     ) -> Self {
         let cfg = &engine.config.ingest;
         let chunker = cfg.chunker();
@@ -677,10 +678,7 @@ pub(crate) fn source_id_for(path: &Path) -> String {
 
 impl Engine {
     /// The embedding model and the collection's vector index, when there is a model.
-    fn vector_pair(
-        &self,
-        collection: &str,
-    ) -> Result<Option<(Arc<dyn Embedder>, Arc<VectorIndex>)>, EngineError> {
+    fn vector_pair(&self, collection: &str) -> Result<Option<VectorPair>, EngineError> {
         Ok(match (self.embedder(), self.vector_index(collection)?) {
             (Some(e), Some(i)) => Some((e, i)),
             _ => None,

@@ -17,12 +17,12 @@ mod search;
 mod vectors;
 
 pub use config::{
-    Config, EmbeddingConfig, Fusion, IngestConfig, KeywordConfig, SearchConfig, SearchMode,
-    VectorConfig, TEMPLATE,
+    Config, EmbeddingConfig, Fusion, IngestConfig, KeywordConfig, RerankConfig, SearchConfig,
+    SearchMode, VectorConfig, TEMPLATE,
 };
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
-pub use search::{fuse, Ranked, ScoredChunk};
+pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
 pub use vectors::embed_text;
 
 /// Errors of the engine.

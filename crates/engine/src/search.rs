@@ -29,6 +29,24 @@ pub struct Ranked {
     pub mode: SearchMode,
     /// Why the mode asked for did not run, if it did not.
     pub fallback: Option<String>,
+    /// How many of the first hits the reranker reordered (their scores are its scores).
+    pub reranked: usize,
+}
+
+/// How to search: the mode (the configured default when `None`) and how many of the
+/// top results to rerank (the configured `rerank.top_n` when `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// keyword, vector or hybrid.
+    pub mode: Option<SearchMode>,
+    /// Results to rerank with the cross-encoder (0 = none).
+    pub rerank: Option<usize>,
+}
+
+impl From<Option<SearchMode>> for SearchOptions {
+    fn from(mode: Option<SearchMode>) -> Self {
+        SearchOptions { mode, rerank: None }
+    }
 }
 
 /// Sort best first, ties by (document, ordinal) so results are deterministic.
@@ -51,10 +69,20 @@ pub fn fuse(
     vector: &[ScoredChunk],
     cfg: &SearchConfig,
 ) -> Vec<ScoredChunk> {
+    // alpha weighs convex fusion only; RRF is the standard unweighted sum.
+    let (wk, wv) = match cfg.fusion {
+        Fusion::Convex => (1.0 - cfg.alpha, cfg.alpha),
+        Fusion::Rrf => (1.0, 1.0),
+    };
+    fuse_lists(&[(keyword, wk), (vector, wv)], cfg.fusion, cfg.rrf_k)
+}
+
+/// Fuse any number of weighted lists (each best first): convex adds `weight *
+/// minmax(score)`, RRF adds `weight / (rrf_k + rank)`.
+pub fn fuse_lists(lists: &[(&[ScoredChunk], f64)], fusion: Fusion, rrf_k: f64) -> Vec<ScoredChunk> {
     let mut acc: HashMap<(DocKey, u32), f64> = HashMap::new();
-    let lists = [(keyword, 1.0 - cfg.alpha), (vector, cfg.alpha)];
-    for (list, weight) in lists {
-        match cfg.fusion {
+    for &(list, weight) in lists {
+        match fusion {
             Fusion::Convex => {
                 let max = list
                     .iter()
@@ -74,7 +102,7 @@ pub fn fuse(
             Fusion::Rrf => {
                 for (i, h) in list.iter().enumerate() {
                     *acc.entry((h.doc, h.ordinal)).or_default() +=
-                        1.0 / (cfg.rrf_k + (i + 1) as f64);
+                        weight / (rrf_k + (i + 1) as f64);
                 }
             }
         }
@@ -135,10 +163,82 @@ impl Engine {
         ))
     }
 
-    /// The `k` best chunks of `collection` for `query`, found by `mode` (the configured
-    /// default when `None`). Hybrid without an embedding model runs keyword-only and
-    /// says why in [`Ranked::fallback`]; vector without one is an error.
+    /// The `k` best chunks of `collection` for `query`, found by `opts.mode` (the
+    /// configured default when `None`), the first `opts.rerank` of them reordered by
+    /// the cross-encoder. Hybrid without an embedding model runs keyword-only and says
+    /// why in [`Ranked::fallback`]; vector without one is an error, and so is reranking
+    /// without a reranker model.
     pub fn search_keys(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+        opts: impl Into<SearchOptions>,
+    ) -> Result<Ranked, EngineError> {
+        let opts = opts.into();
+        let n = opts.rerank.unwrap_or(self.config.rerank.top_n);
+        let mut ranked = self.retrieve(collection, query, k.max(n), opts.mode)?;
+        if n > 0 {
+            self.rerank(collection, query, &mut ranked, n)?;
+        }
+        ranked.hits.truncate(k);
+        Ok(ranked)
+    }
+
+    /// Reorder the first `n` hits by the reranker's score.
+    fn rerank(
+        &self,
+        collection: &str,
+        query: &str,
+        ranked: &mut Ranked,
+        n: usize,
+    ) -> Result<(), EngineError> {
+        ranked.reranked = self.rerank_hits(collection, query, &mut ranked.hits, n)?;
+        Ok(())
+    }
+
+    /// Rescore the first `n` of `hits` with the reranker and reorder them by its score
+    /// (stable: ties keep their order); the rest stay behind them. Returns how many were
+    /// reranked. Without a reranker model: an error naming how to get one.
+    pub fn rerank_hits(
+        &self,
+        collection: &str,
+        query: &str,
+        hits: &mut [ScoredChunk],
+        n: usize,
+    ) -> Result<usize, EngineError> {
+        let reranker = self.reranker_status().map_err(EngineError::NotFound)?;
+        let n = n.min(hits.len());
+        let mut passages = Vec::with_capacity(n);
+        let mut titles: HashMap<DocKey, String> = HashMap::new();
+        for h in &hits[..n] {
+            let chunk = self.store.chunk(h.doc, h.ordinal)?;
+            if let std::collections::hash_map::Entry::Vacant(e) = titles.entry(h.doc) {
+                let t = self
+                    .store
+                    .document(collection, h.doc)?
+                    .map(|d| d.title)
+                    .unwrap_or_default();
+                e.insert(t);
+            }
+            passages.push(crate::vectors::embed_text(
+                &titles[&h.doc],
+                chunk.as_ref().map(|c| c.text.as_str()).unwrap_or(""),
+            ));
+        }
+        let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+        let scores = reranker
+            .score(query, &refs)
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        for (h, s) in hits[..n].iter_mut().zip(scores) {
+            h.score = s;
+        }
+        // Stable: equal scores keep the first-stage order.
+        hits[..n].sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(n)
+    }
+
+    fn retrieve(
         &self,
         collection: &str,
         query: &str,
@@ -151,6 +251,7 @@ impl Engine {
                 hits: self.keyword_hits(collection, query, k)?,
                 mode: SearchMode::Keyword,
                 fallback,
+                reranked: 0,
             })
         };
         match mode {
@@ -160,6 +261,7 @@ impl Engine {
                     hits,
                     mode,
                     fallback: None,
+                    reranked: 0,
                 }),
                 None => Err(EngineError::NotFound(format!(
                     "vector search needs an embedding model: {}",
@@ -178,6 +280,7 @@ impl Engine {
                     hits,
                     mode,
                     fallback: None,
+                    reranked: 0,
                 })
             }
         }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, TextKind};
+use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, Reranker, TextKind};
 use neuralcore_index::VectorIndex;
 
 use crate::{Engine, EngineError};
@@ -24,6 +24,12 @@ pub fn embed_text(title: &str, text: &str) -> String {
         format!("{title}\n{text}")
     }
 }
+
+/// A chunk's key and its vector.
+pub(crate) type ChunkVector = ((DocKey, u32), Vec<f32>);
+
+/// The embedding model and a collection's vector index.
+pub(crate) type VectorPair = (Arc<dyn Embedder>, Arc<VectorIndex>);
 
 /// A chunk waiting for its vector.
 pub(crate) struct PendingVector {
@@ -69,12 +75,49 @@ impl Engine {
                         }
                     ));
                 }
-                let e = neuralcore_models::SentenceEmbedder::load(&path, name)
+                let mut e = neuralcore_models::SentenceEmbedder::load(&path, name)
                     .map_err(|e| format!("cannot load the embedding model {name:?}: {e}"))?;
-                // MERGE: e.set_batch_size(self.config.embedding.batch_size);
+                e.set_batch_size(self.config.embedding.batch_size);
                 Ok(Arc::new(e) as Arc<dyn Embedder>)
             })
             .clone()
+    }
+
+    /// The reranker, loaded on first use; `Err` says why there is none.
+    pub fn reranker_status(&self) -> Result<Arc<dyn Reranker>, String> {
+        self.reranker
+            .get_or_init(|| {
+                let name = self.config.rerank.model.trim();
+                if name.is_empty() {
+                    return Err("no reranker configured (rerank.model is empty)".into());
+                }
+                let Some(dir) = self.model_dir() else {
+                    return Err("no model folder configured (embedding.model_dir)".into());
+                };
+                let path = dir.join(name);
+                if !path.join("model.safetensors").exists() {
+                    return Err(format!(
+                        "the reranker {name:?} is not in {}: put a cross-encoder folder there \
+                         with `neuralcore models pull --from DIR {name}` (no cross-encoder \
+                         weights can be downloaded by this build)",
+                        dir.display()
+                    ));
+                }
+                let r = neuralcore_models::CrossEncoder::load(
+                    &path,
+                    name,
+                    self.config.rerank.max_length,
+                )
+                .map_err(|e| format!("cannot load the reranker {name:?}: {e}"))?;
+                Ok(Arc::new(r) as Arc<dyn Reranker>)
+            })
+            .clone()
+    }
+
+    /// Use `reranker` instead of loading one from the model cache.
+    pub fn set_reranker(&mut self, reranker: Arc<dyn Reranker>) {
+        self.reranker = std::sync::OnceLock::new();
+        let _ = self.reranker.set(Ok(reranker));
     }
 
     /// The embedding model, if there is one.
@@ -171,7 +214,7 @@ impl Engine {
         embedder: &dyn Embedder,
         pending: &[PendingVector],
         progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<((DocKey, u32), Vec<f32>)>, EngineError> {
+    ) -> Result<Vec<ChunkVector>, EngineError> {
         let mut fresh = Vec::new();
         let out = cached_or_embed(
             self,
@@ -209,7 +252,7 @@ pub(crate) fn cached_or_embed(
     local: &HashMap<EmbeddingKey, Vec<f32>>,
     fresh: &mut Vec<(EmbeddingKey, Vec<f32>)>,
     progress: &mut dyn FnMut(usize),
-) -> Result<Vec<((DocKey, u32), Vec<f32>)>, EngineError> {
+) -> Result<Vec<ChunkVector>, EngineError> {
     let model = embedder.model_id();
     let keys: Vec<EmbeddingKey> = pending
         .iter()
