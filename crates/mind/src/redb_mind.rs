@@ -1,0 +1,354 @@
+//! The embedded persistent backend: one table in its own redb file (`mind.redb` in the
+//! data dir). Every write is one redb transaction, durable at commit (copy-on-write
+//! B-trees with a checksummed commit slot), so a `kill -9` keeps every acknowledged
+//! write and nothing of a half-done batch. redb holds a file lock: a second process gets
+//! `Unavailable`, and watchers are therefore in-process only.
+//!
+//! Layout: key `g:<key>` (global) or `r:<run id>:<key>`; value = version (u64 LE),
+//! written_at_ms (u64 LE), ttl_ms (u64 LE, `u64::MAX` = none), writer length (u32 LE),
+//! writer, then the value's JSON. Expired entries are skipped by reads and removed by
+//! overwrites, deletes, `purge_expired` and at open.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use redb::{ReadableTable, TableDefinition};
+
+use crate::error::{MindError, MindResult};
+use crate::notify::{poisoned, Change, ChangeKind, Hub, Watch};
+use crate::raw::{decide, Layer, Outcome, Put, RawMind, Record};
+
+const TABLE: TableDefinition<'static, &'static str, &'static [u8]> = TableDefinition::new("mind");
+
+fn be<E: std::fmt::Display>(e: E) -> MindError {
+    MindError::Backend(e.to_string())
+}
+
+fn layer_prefix(layer: &Layer) -> String {
+    match layer {
+        Layer::Global => "g:".to_string(),
+        Layer::Run(id) => format!("r:{id}:"),
+    }
+}
+
+fn encode(r: &Put<'_>, version: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(28 + r.writer.len() + r.json.len());
+    b.extend_from_slice(&version.to_le_bytes());
+    b.extend_from_slice(&r.now_ms.to_le_bytes());
+    b.extend_from_slice(&r.ttl_ms.unwrap_or(u64::MAX).to_le_bytes());
+    b.extend_from_slice(&(r.writer.len() as u32).to_le_bytes());
+    b.extend_from_slice(r.writer.as_bytes());
+    b.extend_from_slice(r.json.as_bytes());
+    b
+}
+
+/// The metadata only (version and expiry), without parsing the value.
+fn header(key: &str, b: &[u8]) -> MindResult<(u64, u64, Option<u64>)> {
+    if b.len() < 28 {
+        return Err(MindError::Corrupt(format!(
+            "{key}: record of {} bytes",
+            b.len()
+        )));
+    }
+    let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let ttl = u(16);
+    Ok((u(0), u(8), (ttl != u64::MAX).then_some(ttl)))
+}
+
+fn decode(key: &str, b: &[u8]) -> MindResult<Record> {
+    let (version, written_at_ms, ttl_ms) = header(key, b)?;
+    let wl = u32::from_le_bytes(b[24..28].try_into().expect("4 bytes")) as usize;
+    let corrupt = |what: &str| MindError::Corrupt(format!("{key}: {what}"));
+    let w = b
+        .get(28..28 + wl)
+        .ok_or_else(|| corrupt("truncated writer"))?;
+    let writer = std::str::from_utf8(w)
+        .map_err(|_| corrupt("writer is not UTF-8"))?
+        .to_string();
+    let value = serde_json::from_slice(&b[28 + wl..])
+        .map_err(|e| corrupt(&format!("value is not JSON: {e}")))?;
+    Ok(Record {
+        version,
+        writer,
+        written_at_ms,
+        ttl_ms,
+        value,
+    })
+}
+
+fn live_header(key: &str, b: &[u8], now: u64) -> MindResult<Option<u64>> {
+    let (v, at, ttl) = header(key, b)?;
+    Ok(match ttl {
+        Some(t) if at.saturating_add(t) <= now => None,
+        _ => Some(v),
+    })
+}
+
+/// The redb backend (see [`crate::Mind::open_redb`]).
+pub(crate) struct RedbMind {
+    db: redb::Database,
+    /// Held across a write transaction and its notifications, so watchers see changes in
+    /// commit order.
+    write: Mutex<()>,
+    hub: Hub,
+}
+
+impl RedbMind {
+    pub(crate) fn open(path: &Path, now_ms: u64) -> MindResult<RedbMind> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| MindError::Unavailable(format!("{}: {e}", parent.display())))?;
+        }
+        let db = redb::Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => {
+                MindError::Unavailable(format!("{} is in use by another process", path.display()))
+            }
+            other => MindError::Unavailable(format!("{}: {other}", path.display())),
+        })?;
+        let txn = db.begin_write().map_err(be)?;
+        txn.open_table(TABLE).map_err(be)?;
+        txn.commit().map_err(be)?;
+        let m = RedbMind {
+            db,
+            write: Mutex::new(()),
+            hub: Hub::default(),
+        };
+        m.purge_expired(now_ms)?;
+        Ok(m)
+    }
+
+    fn read_table(&self) -> MindResult<redb::ReadOnlyTable<&'static str, &'static [u8]>> {
+        self.db
+            .begin_read()
+            .map_err(be)?
+            .open_table(TABLE)
+            .map_err(be)
+    }
+
+    fn get_in(
+        table: &impl ReadableTable<&'static str, &'static [u8]>,
+        layer: &Layer,
+        key: &str,
+        now: u64,
+    ) -> MindResult<Option<Record>> {
+        let full = format!("{}{key}", layer_prefix(layer));
+        let Some(v) = table.get(full.as_str()).map_err(be)? else {
+            return Ok(None);
+        };
+        let r = decode(key, v.value())?;
+        Ok(r.live(now).then_some(r))
+    }
+
+    fn scan_raw(
+        &self,
+        layer: &Layer,
+        prefix: &str,
+        filter: &dyn Fn(&str) -> bool,
+        now_ms: u64,
+        decode_values: bool,
+    ) -> MindResult<Vec<(String, Option<Record>)>> {
+        let lp = layer_prefix(layer);
+        let start = format!("{lp}{prefix}");
+        let table = self.read_table()?;
+        let mut out = Vec::new();
+        for item in table.range(start.as_str()..).map_err(be)? {
+            let (k, v) = item.map_err(be)?;
+            let full = k.value();
+            if !full.starts_with(&start) {
+                break;
+            }
+            let key = &full[lp.len()..];
+            if !filter(key) || live_header(key, v.value(), now_ms)?.is_none() {
+                continue;
+            }
+            let rec = if decode_values {
+                Some(decode(key, v.value())?)
+            } else {
+                None
+            };
+            out.push((key.to_string(), rec));
+        }
+        Ok(out)
+    }
+}
+
+impl RawMind for RedbMind {
+    fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>> {
+        let _w = self.write.lock().map_err(poisoned)?;
+        let txn = self.db.begin_write().map_err(be)?;
+        let mut out = Vec::with_capacity(puts.len());
+        let mut changes = Vec::new();
+        {
+            let mut t = txn.open_table(TABLE).map_err(be)?;
+            for p in puts {
+                let full = format!("{}{}", layer_prefix(p.layer), p.key);
+                let current = match t.get(full.as_str()).map_err(be)? {
+                    Some(v) => live_header(p.key, v.value(), p.now_ms)?,
+                    None => None,
+                };
+                let base = match p.layer {
+                    Layer::Run(_) => {
+                        let g = format!("g:{}", p.key);
+                        match t.get(g.as_str()).map_err(be)? {
+                            Some(v) => live_header(p.key, v.value(), p.now_ms)?,
+                            None => None,
+                        }
+                    }
+                    Layer::Global => None,
+                };
+                let o = decide(current, base, p.expect);
+                if let Outcome::Written(v) = o {
+                    t.insert(full.as_str(), encode(p, v).as_slice())
+                        .map_err(be)?;
+                    changes.push(Change {
+                        layer: p.layer.clone(),
+                        key: p.key.to_string(),
+                        kind: ChangeKind::Written(v),
+                    });
+                }
+                out.push(o);
+            }
+        }
+        if changes.is_empty() {
+            txn.abort().map_err(be)?;
+        } else {
+            txn.commit().map_err(be)?;
+        }
+        self.hub.publish(changes);
+        Ok(out)
+    }
+
+    fn get(&self, layers: &[&Layer], key: &str, now_ms: u64) -> MindResult<Option<Record>> {
+        let table = self.read_table()?;
+        for l in layers {
+            if let Some(r) = Self::get_in(&table, l, key, now_ms)? {
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+
+    fn get_many(
+        &self,
+        layer: &Layer,
+        keys: &[&str],
+        now_ms: u64,
+    ) -> MindResult<Vec<Option<Record>>> {
+        let table = self.read_table()?;
+        keys.iter()
+            .map(|k| Self::get_in(&table, layer, k, now_ms))
+            .collect()
+    }
+
+    fn keys(
+        &self,
+        layer: &Layer,
+        prefix: &str,
+        filter: &dyn Fn(&str) -> bool,
+        now_ms: u64,
+    ) -> MindResult<Vec<String>> {
+        Ok(self
+            .scan_raw(layer, prefix, filter, now_ms, false)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+
+    fn scan(
+        &self,
+        layer: &Layer,
+        prefix: &str,
+        filter: &dyn Fn(&str) -> bool,
+        now_ms: u64,
+    ) -> MindResult<Vec<(String, Record)>> {
+        Ok(self
+            .scan_raw(layer, prefix, filter, now_ms, true)?
+            .into_iter()
+            .filter_map(|(k, r)| r.map(|r| (k, r)))
+            .collect())
+    }
+
+    fn delete(&self, layer: &Layer, key: &str, now_ms: u64) -> MindResult<bool> {
+        let _w = self.write.lock().map_err(poisoned)?;
+        let full = format!("{}{key}", layer_prefix(layer));
+        let txn = self.db.begin_write().map_err(be)?;
+        let was_live = {
+            let mut t = txn.open_table(TABLE).map_err(be)?;
+            let removed = t.remove(full.as_str()).map_err(be)?;
+            match removed {
+                Some(v) => live_header(key, v.value(), now_ms)?.is_some(),
+                None => false,
+            }
+        };
+        txn.commit().map_err(be)?;
+        if was_live {
+            self.hub.publish([Change {
+                layer: layer.clone(),
+                key: key.to_string(),
+                kind: ChangeKind::Deleted,
+            }]);
+        }
+        Ok(was_live)
+    }
+
+    fn drop_layer(&self, layer: &Layer, now_ms: u64) -> MindResult<usize> {
+        let _w = self.write.lock().map_err(poisoned)?;
+        let lp = layer_prefix(layer);
+        let txn = self.db.begin_write().map_err(be)?;
+        let mut n = 0;
+        {
+            let mut t = txn.open_table(TABLE).map_err(be)?;
+            let mut doomed = Vec::new();
+            for item in t.range(lp.as_str()..).map_err(be)? {
+                let (k, v) = item.map_err(be)?;
+                if !k.value().starts_with(&lp) {
+                    break;
+                }
+                if live_header(k.value(), v.value(), now_ms)?.is_some() {
+                    n += 1;
+                }
+                doomed.push(k.value().to_string());
+            }
+            for k in doomed {
+                t.remove(k.as_str()).map_err(be)?;
+            }
+        }
+        txn.commit().map_err(be)?;
+        self.hub.publish([Change {
+            layer: layer.clone(),
+            key: String::new(),
+            kind: ChangeKind::Dropped,
+        }]);
+        Ok(n)
+    }
+
+    fn purge_expired(&self, now_ms: u64) -> MindResult<usize> {
+        let _w = self.write.lock().map_err(poisoned)?;
+        let txn = self.db.begin_write().map_err(be)?;
+        let n;
+        {
+            let mut t = txn.open_table(TABLE).map_err(be)?;
+            let mut doomed = Vec::new();
+            for item in t.iter().map_err(be)? {
+                let (k, v) = item.map_err(be)?;
+                if live_header(k.value(), v.value(), now_ms)?.is_none() {
+                    doomed.push(k.value().to_string());
+                }
+            }
+            n = doomed.len();
+            for k in doomed {
+                t.remove(k.as_str()).map_err(be)?;
+            }
+        }
+        if n == 0 {
+            txn.abort().map_err(be)?;
+        } else {
+            txn.commit().map_err(be)?;
+        }
+        Ok(n)
+    }
+
+    fn watch(&self, layers: &[Layer]) -> MindResult<Watch> {
+        Ok(self.hub.subscribe(layers))
+    }
+}
