@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 failure (including an ingest where any file failed);
 //! 2 bad usage.
 
+mod agents;
 mod eval;
 mod output;
 
@@ -133,6 +134,21 @@ enum Command {
         #[command(subcommand)]
         what: ModelsCommand,
     },
+    /// Agents defined in markdown: list, check, run.
+    Agents {
+        #[command(subcommand)]
+        what: AgentsCommand,
+    },
+    /// The tools the registry found.
+    Tools {
+        #[command(subcommand)]
+        what: ToolsCommand,
+    },
+    /// Inspect the blackboard (the Mind).
+    Mind {
+        #[command(subcommand)]
+        what: MindCommand,
+    },
     /// Show or create the configuration.
     Config {
         #[command(subcommand)]
@@ -204,6 +220,60 @@ enum ModelsCommand {
         /// Embed as queries (applies the model's query prefix, if it has one).
         #[arg(long)]
         query: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AgentsCommand {
+    /// The role → agent → tools map of the agent folders (default: agents.dirs).
+    List {
+        /// Agent folders.
+        dirs: Vec<PathBuf>,
+    },
+    /// Validate every agent file; exit code 1 when any has an error (file:line: why).
+    Check {
+        /// Agent folders.
+        dirs: Vec<PathBuf>,
+    },
+    /// Run the retrieval roles (retrieve → fuse → rerank) for a query over the Mind and
+    /// print the final chunk list; the run's keys stay for `neuralcore mind keys`.
+    Run {
+        /// The query.
+        query: String,
+        /// Collection to search.
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+        /// Run id (default: a new one).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// Chunks to print.
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Agent folders (default: agents.dirs).
+        #[arg(long = "agents")]
+        dirs: Vec<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ToolsCommand {
+    /// Every registered tool: namespace, roles, cost, what it reads and writes.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+enum MindCommand {
+    /// Keys of a run (or of the global scope) with version and writer.
+    Keys {
+        /// The run (default: the global scope).
+        #[arg(long = "run")]
+        run_id: Option<String>,
+        /// Only keys matching this pattern (`*.chunks`, `keyword.*`).
+        #[arg(long, default_value = "*")]
+        pattern: String,
+        /// Print each value too (first 300 characters).
+        #[arg(long)]
+        values: bool,
     },
 }
 
@@ -454,6 +524,55 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Models { what } => models(g, what),
+        Command::Tools {
+            what: ToolsCommand::List,
+        } => agents::tools_list(g.json),
+        Command::Agents { what } => {
+            let config = load_config(g)?;
+            match what {
+                AgentsCommand::List { dirs } => {
+                    agents::agents_list(g.json, &agents::agent_dirs(&config, dirs), false)
+                }
+                AgentsCommand::Check { dirs } => {
+                    agents::agents_list(g.json, &agents::agent_dirs(&config, dirs), true)
+                }
+                AgentsCommand::Run {
+                    query,
+                    collection,
+                    run_id,
+                    k,
+                    dirs,
+                } => {
+                    let dirs = agents::agent_dirs(&config, dirs);
+                    let mind = agents::open_mind(&config, &g.data_dir)?;
+                    let engine = open(g, config)?;
+                    agents::agents_run(
+                        g.json,
+                        engine,
+                        mind,
+                        agents::RunArgs {
+                            dirs,
+                            query,
+                            collection,
+                            run_id,
+                            k,
+                        },
+                    )
+                }
+            }
+        }
+        Command::Mind {
+            what:
+                MindCommand::Keys {
+                    run_id,
+                    pattern,
+                    values,
+                },
+        } => {
+            let config = load_config(g)?;
+            let mind = agents::open_mind(&config, &g.data_dir)?;
+            agents::mind_keys(g.json, mind, run_id.as_deref(), &pattern, values)
+        }
         Command::Config {
             what: ConfigCommand::Show,
         } => {

@@ -446,6 +446,73 @@ fn eval_beir_reports_every_mode_side_by_side() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot evaluate reranking"));
 }
 
+#[test]
+fn agents_tools_and_mind_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let repo_agents = examples().join("../agents");
+    let agents = repo_agents.to_str().unwrap();
+    let out = run(&data, &["tools", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for t in ["keyword_search", "vector_search", "fusion", "rerank"] {
+        assert!(text.contains(t), "{t} missing: {text}");
+    }
+    let out = run(&data, &["agents", "check", agents]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("4 agent definitions, no errors"));
+    let list = String::from_utf8_lossy(&run(&data, &["agents", "list", agents]).stdout).to_string();
+    assert!(list.contains("retrieve") && list.contains("keyword-retriever → keyword_search"));
+    // A broken file: check fails with file and line; list still shows the good ones.
+    let bad = tmp.path().join("bad-agents");
+    write(
+        &bad.join("bad.md"),
+        "---\nname: bad\nrole: dance\ntools: [keyword_search]\n---\n",
+    );
+    let out = run(&data, &["agents", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.md:3"));
+    // A run over the blackboard, then its keys.
+    assert!(run(&data, &["ingest", examples().to_str().unwrap()])
+        .status
+        .success());
+    let out = run(
+        &data,
+        &[
+            "agents",
+            "run",
+            "What causes the tides?",
+            "--run-id",
+            "t1",
+            "--agents",
+            agents,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Tides"));
+    let keys =
+        String::from_utf8_lossy(&run(&data, &["mind", "keys", "--run", "t1"]).stdout).to_string();
+    for k in [
+        "input.query",
+        "keyword.chunks",
+        "fusion.chunks",
+        "agents.fusion",
+    ] {
+        assert!(keys.contains(k), "{k} missing: {keys}");
+    }
+    let other = run(&data, &["mind", "keys", "--run", "t2"]);
+    assert!(String::from_utf8_lossy(&other.stdout).contains("no keys"));
+    let out = run(&data, &["mind", "keys", "--run", "bad id!"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
 /// Deterministic pseudo-English files for the crash test.
 fn corpus(dir: &Path, files: usize, words_per_file: usize) {
     const WORDS: &[&str] = &[

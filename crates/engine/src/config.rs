@@ -33,6 +33,61 @@ pub struct Config {
     pub vector: VectorConfig,
     /// `[rerank]`
     pub rerank: RerankConfig,
+    /// `[mind]`
+    pub mind: MindSettings,
+    /// `[agents]`
+    pub agents: AgentsConfig,
+}
+
+/// `[mind]`: where the blackboard lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MindSettings {
+    /// `embedded` (`<data dir>/mind.redb`), `memory` (gone when the process ends) or
+    /// `redis`.
+    pub backend: String,
+    /// Redis URL (backend `redis`).
+    pub redis_url: String,
+    /// First part of every Redis key.
+    pub redis_prefix: String,
+    /// Tenant: second part of every Redis key.
+    pub tenant: String,
+    /// Redis connect and I/O timeout, in milliseconds.
+    pub timeout_ms: u64,
+    /// Longest life of a run's keys, in seconds (0 = no limit).
+    pub run_ttl_secs: u64,
+    /// Largest value, in bytes of JSON.
+    pub max_value_bytes: usize,
+}
+
+impl Default for MindSettings {
+    fn default() -> Self {
+        MindSettings {
+            backend: "embedded".into(),
+            redis_url: "redis://127.0.0.1:6379/".into(),
+            redis_prefix: "neuralcore".into(),
+            tenant: "default".into(),
+            timeout_ms: 1000,
+            run_ttl_secs: 7 * 24 * 3600,
+            max_value_bytes: 1 << 20,
+        }
+    }
+}
+
+/// `[agents]`: where agent definitions are found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// Folders of agent markdown files (relative paths from the working directory).
+    pub dirs: Vec<String>,
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            dirs: vec!["agents".into()],
+        }
+    }
 }
 
 /// `[rerank]`: the cross-encoder that reorders the top of a result list.
@@ -358,6 +413,26 @@ model = "ms-marco-minilm-l-6-v2"
 top_n = 0
 # Longest (query, passage) pair in tokens; the passage is cut first.
 max_length = 512
+
+[mind]
+# The blackboard that tools and agents share: "embedded" (<data dir>/mind.redb),
+# "memory" (gone when the process ends) or "redis".
+backend = "embedded"
+# Redis (backend = "redis"): URL, key prefix and tenant (keys are
+# <prefix>:<tenant>:...), connect and I/O timeout in milliseconds.
+redis_url = "redis://127.0.0.1:6379/"
+redis_prefix = "neuralcore"
+tenant = "default"
+timeout_ms = 1000
+# Longest life of a run's keys, in seconds (0 = no limit): abandoned runs expire.
+run_ttl_secs = 604800
+# Largest value, in bytes of JSON.
+max_value_bytes = 1048576
+
+[agents]
+# Folders of agent markdown files (*.md: YAML front matter + instructions). Files are
+# re-read when they change; a broken edit is rejected and the previous version kept.
+dirs = ["agents"]
 "#;
 
 const SECTIONS: &[&str] = &[
@@ -368,6 +443,8 @@ const SECTIONS: &[&str] = &[
     "embedding",
     "vector",
     "rerank",
+    "mind",
+    "agents",
 ];
 
 impl Config {
@@ -465,6 +542,12 @@ impl Config {
         }
         if self.search.candidates == 0 {
             return bad("search.candidates must be at least 1".into());
+        }
+        if !["embedded", "memory", "redis"].contains(&self.mind.backend.as_str()) {
+            return bad(format!(
+                "mind.backend must be embedded, memory or redis (got {:?})",
+                self.mind.backend
+            ));
         }
         if self.rerank.max_length < 8 {
             return bad("rerank.max_length must be at least 8".into());

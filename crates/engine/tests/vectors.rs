@@ -252,7 +252,8 @@ fn a_vector_index_one_batch_behind_replays_the_last_batch() {
         .hits[0];
     assert!(top.chunk.text.contains("comets"));
     // Replay found every vector in the cache.
-    e.ingest(std::slice::from_ref(&docs), "default", &mut n).unwrap();
+    e.ingest(std::slice::from_ref(&docs), "default", &mut n)
+        .unwrap();
     assert_eq!(n.embedded, 0);
 }
 

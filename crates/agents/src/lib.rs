@@ -1,0 +1,41 @@
+//! Tools, agents and the orchestrator over the Mind.
+//!
+//! - [`tool`]: the one contract every capability implements ([`Tool`], [`ToolSpec`],
+//!   [`ToolContext`], [`ToolResult`]) and the [`Registry`] that discovers tools at run
+//!   time: each tool registers itself in its own file ([`register_tool!`]).
+//! - [`tools`]: the built-in tools (keyword search, vector search, fusion, reranking),
+//!   each reading the query from the Mind and writing `<namespace>.chunks`.
+//! - [`agent`]: agents defined in markdown (front matter + body), their parser and
+//!   factory, and the [`Agent`] trait (plan → execute → validate → communicate).
+//! - [`loader`]: discovers agent files in folders and hot-reloads them.
+//! - [`orchestrator`]: runs a sequence of roles over a run's Mind scope.
+
+pub mod agent;
+pub mod loader;
+pub mod orchestrator;
+pub mod schema;
+pub mod tool;
+pub mod tools;
+
+#[doc(hidden)]
+pub use inventory;
+
+pub use agent::{parse, Agent, AgentContext, AgentDef, AgentFactory, AgentReport, DefError, ROLES};
+pub use loader::AgentLoader;
+pub use orchestrator::{final_chunks, Orchestrator, RunReport, RETRIEVAL_ROLES};
+pub use tool::{
+    glob, run_tool, Cancel, CostClass, Output, Registry, Services, Tool, ToolContext, ToolError,
+    ToolResult, ToolSpec, ToolStatus,
+};
+pub use tools::{ChunkList, ChunkRef};
+
+/// Errors of the agent layer.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The Mind failed.
+    #[error(transparent)]
+    Mind(#[from] neuralcore_mind::MindError),
+    /// A tool's output could not be used.
+    #[error("{0}")]
+    Tool(String),
+}
