@@ -1,5 +1,6 @@
 //! The built-in tools, one file each; every file registers its tool with
-//! [`crate::register_tool!`], so this module only has to exist, never to list them.
+//! [`crate::register_tool!`], and `build.rs` declares every file of this folder as a
+//! module, so adding a tool is adding a file: nothing lists them.
 //!
 //! Chunk lists on the Mind (`<namespace>.chunks`) share one shape, [`ChunkList`], with a
 //! `stage` saying where in the pipeline they come from; fusion takes every `retrieve`
@@ -12,10 +13,8 @@ use serde_json::Value;
 
 use crate::tool::{ToolContext, ToolError};
 
-mod fusion;
-mod keyword;
-mod rerank;
-mod vector;
+// One module per file in this folder, declared by build.rs: a new tool is a new file.
+include!(concat!(env!("OUT_DIR"), "/tools.rs"));
 
 /// Stage of a list produced by retrieval tools.
 pub const STAGE_RETRIEVE: &str = "retrieve";
