@@ -327,17 +327,9 @@ fn eval_beir_runs_on_an_unseen_dataset_and_reuses_its_collection() {
 
 /// The model cache holding all-MiniLM-L6-v2 (pulled by scripts/test.sh).
 fn model_cache() -> String {
-    let dir = std::env::var_os("NEURALCORE_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.models/models/all-minilm-l6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "no model at {}: run scripts/test.sh",
-        dir.display()
-    );
-    dir.parent().unwrap().display().to_string()
+    neuralcore_models::testing::model_cache()
+        .display()
+        .to_string()
 }
 
 fn run_with_model(data: &Path, args: &[&str]) -> Output {

@@ -8,23 +8,11 @@ use std::path::{Path, PathBuf};
 
 use neuralcore_engine::{Config, Engine, IngestObserver, SearchMode};
 
-fn model_cache() -> PathBuf {
-    let dir = std::env::var_os("NEURALCORE_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.models/models/all-minilm-l6-v2")
-        });
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "no model at {}: run scripts/test.sh, which pulls it",
-        dir.display()
-    );
-    dir.parent().unwrap().to_path_buf()
-}
-
 fn config() -> Config {
     let mut c = Config::default();
-    c.embedding.model_dir = model_cache().display().to_string();
+    c.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
     c
 }
 

@@ -8,6 +8,7 @@ pub mod cross;
 pub mod fastbert;
 mod kernels;
 pub mod sentence;
+pub mod testing;
 
 pub use cache::{known, CachedModel, KnownModel, ModelCache, DEFAULT_EMBEDDER, KNOWN_MODELS};
 pub use cross::CrossEncoder;

@@ -7,20 +7,8 @@ use std::path::{Path, PathBuf};
 use neuralcore_core::{Embedder, ModelError, TextKind};
 use neuralcore_models::{ModelCache, SentenceEmbedder, DEFAULT_EMBEDDER};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("NEURALCORE_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".models/models").join(DEFAULT_EMBEDDER));
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "no model at {}: run scripts/test.sh, which pulls it (neuralcore --data-dir .models models pull)",
-        dir.display()
-    );
-    dir
+    neuralcore_models::testing::model_dir()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {

@@ -7,11 +7,11 @@
 //! list it finds, whoever wrote it.
 
 use neuralcore_core::{doc_id, parse_doc_id};
-use neuralcore_engine::ScoredChunk;
+use neuralcore_engine::{ScoredChunk, SearchMode, SearchOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::{ToolContext, ToolError};
+use crate::tool::{Output, ToolContext, ToolError};
 
 // One module per file in this folder, declared by build.rs: a new tool is a new file.
 include!(concat!(env!("OUT_DIR"), "/tools.rs"));
@@ -120,4 +120,33 @@ pub fn lists_at(ctx: &ToolContext<'_>, stage: &str) -> Result<Vec<(String, Chunk
         }
     }
     Ok(out)
+}
+
+/// The parameters of a search tool: `k`, the number of chunks.
+pub fn search_params() -> Value {
+    serde_json::json!({"type": "object", "additionalProperties": false, "properties": {
+        "k": {"type": "integer", "minimum": 1, "maximum": 10000}}})
+}
+
+/// The body of a search tool: the run's query through the engine in `mode`, the top `k`
+/// (parameter, default 100) written to `<namespace>.chunks` at stage `retrieve`.
+pub fn search_into_chunks(ctx: &ToolContext<'_>, mode: SearchMode) -> Result<Output, ToolError> {
+    let Some((query, collection)) = input(ctx)? else {
+        return Ok(Output::skipped("no input.query"));
+    };
+    let k: usize = ctx.param("k", 100);
+    let opts = SearchOptions {
+        mode: Some(mode),
+        rerank: Some(0),
+    };
+    let hits = ctx
+        .services
+        .engine
+        .search_keys(&collection, &query, k, opts)?
+        .hits;
+    let e = ctx.write(
+        "chunks",
+        ChunkList::new(STAGE_RETRIEVE, &query, &collection, &hits).to_value(),
+    )?;
+    Ok(Output::wrote(vec![e.key], format!("{} chunks", hits.len())))
 }

@@ -1,10 +1,9 @@
 //! `vector_search`: embedding similarity over the collection's HNSW index →
 //! `vector.chunks`. Skipped (not failed) when no embedding model is present.
 
-use neuralcore_engine::{SearchMode, SearchOptions};
-use serde_json::json;
+use neuralcore_engine::SearchMode;
 
-use super::{input, ChunkList, STAGE_RETRIEVE};
+use super::{search_into_chunks, search_params};
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
 /// Dense vector search.
@@ -19,10 +18,7 @@ impl Default for VectorSearch {
             roles: &["retrieve"],
             reads: &["input.query", "input.collection"],
             writes: &["chunks"],
-            params: || {
-                json!({"type": "object", "additionalProperties": false, "properties": {
-                    "k": {"type": "integer", "minimum": 1, "maximum": 10000}}})
-            },
+            params: search_params,
             cost: CostClass::Moderate,
         })
     }
@@ -34,27 +30,10 @@ impl Tool for VectorSearch {
     }
 
     fn run(&self, ctx: &ToolContext<'_>) -> Result<Output, ToolError> {
-        let Some((query, collection)) = input(ctx)? else {
-            return Ok(Output::skipped("no input.query"));
-        };
         if let Err(why) = ctx.services.engine.embedder_status() {
             return Ok(Output::skipped(why));
         }
-        let k: usize = ctx.param("k", 100);
-        let opts = SearchOptions {
-            mode: Some(SearchMode::Vector),
-            rerank: Some(0),
-        };
-        let hits = ctx
-            .services
-            .engine
-            .search_keys(&collection, &query, k, opts)?
-            .hits;
-        let e = ctx.write(
-            "chunks",
-            ChunkList::new(STAGE_RETRIEVE, &query, &collection, &hits).to_value(),
-        )?;
-        Ok(Output::wrote(vec![e.key], format!("{} chunks", hits.len())))
+        search_into_chunks(ctx, SearchMode::Vector)
     }
 }
 
