@@ -678,8 +678,13 @@ pub(crate) fn source_id_for(path: &Path) -> String {
 
 impl Engine {
     /// The embedding model and the collection's vector index, when there is a model.
-    fn vector_pair(&self, collection: &str) -> Result<Option<VectorPair>, EngineError> {
-        Ok(match (self.embedder(), self.vector_index(collection)?) {
+    fn vector_pair(
+        &self,
+        collection: &str,
+        obs: &mut dyn IngestObserver,
+    ) -> Result<Option<VectorPair>, EngineError> {
+        let index = self.vector_index_observed(collection, &mut |n| obs.embedded(n))?;
+        Ok(match (self.embedder(), index) {
             (Some(e), Some(i)) => Some((e, i)),
             _ => None,
         })
@@ -706,7 +711,7 @@ impl Engine {
             .collect();
         obs.planned(entries.len());
         let idx = self.keyword_index(collection)?;
-        let vec = self.vector_pair(collection)?;
+        let vec = self.vector_pair(collection, obs)?;
         let mut ing = Ingestor::new(self, collection, &idx, vec);
         for entry in &entries {
             ing.summary.files_seen += 1;
@@ -777,7 +782,7 @@ impl Engine {
         chosen.sort_by(|a, b| a.source_id.cmp(&b.source_id));
         chosen.dedup_by(|a, b| a.source_id == b.source_id);
         let idx = self.keyword_index(collection)?;
-        let vec = self.vector_pair(collection)?;
+        let vec = self.vector_pair(collection, &mut Quiet)?;
         let mut ing = Ingestor::new(self, collection, &idx, vec);
         for s in &chosen {
             ing.remove_source(s)?;

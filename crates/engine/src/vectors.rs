@@ -135,6 +135,15 @@ impl Engine {
     /// The vector index of a collection, opened and brought up to the store's
     /// generation; `None` without an embedding model.
     pub fn vector_index(&self, collection: &str) -> Result<Option<Arc<VectorIndex>>, EngineError> {
+        self.vector_index_observed(collection, &mut |_| {})
+    }
+
+    /// [`Engine::vector_index`], reporting texts embedded while catching up.
+    pub(crate) fn vector_index_observed(
+        &self,
+        collection: &str,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Option<Arc<VectorIndex>>, EngineError> {
         let Some(embedder) = self.embedder() else {
             return Ok(None);
         };
@@ -155,7 +164,7 @@ impl Engine {
             None => VectorIndex::in_memory(&model, embedder.dimension(), self.config.vector),
         };
         let idx = Arc::new(idx);
-        self.sync_vectors(collection, &idx, &*embedder)?;
+        self.sync_vectors(collection, &idx, &*embedder, progress)?;
         map.insert(collection.to_string(), idx.clone());
         Ok(Some(idx))
     }
@@ -173,6 +182,7 @@ impl Engine {
         collection: &str,
         idx: &VectorIndex,
         embedder: &dyn Embedder,
+        progress: &mut dyn FnMut(usize),
     ) -> Result<(), EngineError> {
         let store_gen = self
             .store
@@ -202,34 +212,46 @@ impl Engine {
                 pending.push(pending_for(&doc.title, &c));
             }
         }
-        let vectors = self.vectors_for(embedder, &pending, &mut |_| {})?;
+        let vectors = self.vectors_for(embedder, &pending, progress)?;
         idx.apply(&removed, &vectors, store_gen)?;
         Ok(())
     }
 
     /// Vectors for `pending` chunks: from the embedding cache, the rest embedded and
-    /// cached in one store batch of their own.
+    /// cached, committed every few thousand texts so an interrupted rebuild keeps what
+    /// it embedded.
     fn vectors_for(
         &self,
         embedder: &dyn Embedder,
         pending: &[PendingVector],
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<ChunkVector>, EngineError> {
-        let mut fresh = Vec::new();
-        let out = cached_or_embed(
-            self,
-            embedder,
-            pending,
-            &HashMap::new(),
-            &mut fresh,
-            progress,
-        )?;
-        if !fresh.is_empty() {
-            let mut b = self.store.begin()?;
-            for (k, v) in &fresh {
-                b.put_embedding(k, v)?;
+        if pending.len() >= 4 * EMBED_GROUP {
+            tracing::warn!(
+                "preparing vectors for {} stored chunks with {} (texts not in the embedding \
+                 cache are embedded now; this happens once)",
+                pending.len(),
+                embedder.model_id()
+            );
+        }
+        let mut out = Vec::with_capacity(pending.len());
+        for slice in pending.chunks(16 * EMBED_GROUP) {
+            let mut fresh = Vec::new();
+            out.extend(cached_or_embed(
+                self,
+                embedder,
+                slice,
+                &HashMap::new(),
+                &mut fresh,
+                progress,
+            )?);
+            if !fresh.is_empty() {
+                let mut b = self.store.begin()?;
+                for (k, v) in &fresh {
+                    b.put_embedding(k, v)?;
+                }
+                b.commit()?;
             }
-            b.commit()?;
         }
         Ok(out)
     }

@@ -246,6 +246,34 @@ fn a_vector_index_one_batch_behind_replays_the_last_batch() {
 }
 
 #[test]
+fn chunks_stored_before_the_model_came_get_vectors_on_first_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let docs = corpus(tmp.path());
+    {
+        let e = Engine::open(&data, Config::default()).unwrap();
+        assert_eq!(
+            ingest(&e, &[&docs], "default"),
+            0,
+            "no model: nothing embedded"
+        );
+    }
+    let e = Engine::open(&data, config()).unwrap();
+    // Files unchanged, but the collection's chunks are embedded for the new index, and
+    // the observer is told.
+    assert_eq!(ingest(&e, &[&docs], "default"), 3);
+    assert_eq!(
+        titles(
+            &e,
+            "default",
+            "which feline pets catch rodents",
+            SearchMode::Vector
+        )[0],
+        "Cats"
+    );
+}
+
+#[test]
 fn without_a_model_search_is_keyword_only_and_says_how_to_get_one() {
     let tmp = tempfile::tempdir().unwrap();
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
