@@ -115,6 +115,8 @@ pub fn beir(json: bool, quiet: bool, engine: &Engine, args: BeirArgs<'_>) -> Res
         } else {
             mode.to_string()
         };
+        // Each configuration embeds its queries itself: latencies include that.
+        engine.clear_query_cache();
         let mut metrics = Vec::with_capacity(ds.queries.len());
         let mut latencies = Vec::with_capacity(ds.queries.len());
         for q in &ds.queries {

@@ -36,6 +36,7 @@ pub struct Engine {
     pub(crate) embedder: OnceLock<Result<Arc<dyn Embedder>, String>>,
     pub(crate) vectors: Mutex<HashMap<String, Arc<VectorIndex>>>,
     pub(crate) reranker: OnceLock<Result<Arc<dyn Reranker>, String>>,
+    pub(crate) query_cache: Mutex<crate::vectors::QueryCache>,
 }
 
 /// Results of [`Engine::search`].
@@ -50,6 +51,9 @@ pub struct SearchResults {
     /// How many of the first hits the reranker reordered.
     pub reranked: usize,
 }
+
+/// Query vectors kept in memory.
+const QUERY_CACHE: usize = 1024;
 
 /// Generation stamped on an index while it is being rebuilt.
 const REBUILDING: u64 = u64::MAX;
@@ -76,6 +80,7 @@ impl Engine {
             embedder: OnceLock::new(),
             vectors: Mutex::new(HashMap::new()),
             reranker: OnceLock::new(),
+            query_cache: Mutex::new(crate::vectors::QueryCache::new(QUERY_CACHE)),
         })
     }
 
@@ -90,6 +95,7 @@ impl Engine {
             embedder: OnceLock::new(),
             vectors: Mutex::new(HashMap::new()),
             reranker: OnceLock::new(),
+            query_cache: Mutex::new(crate::vectors::QueryCache::new(QUERY_CACHE)),
         }
     }
 

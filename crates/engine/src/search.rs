@@ -147,10 +147,7 @@ impl Engine {
         let Some(idx) = self.vector_index(collection)? else {
             return Ok(None);
         };
-        let embedder = self.embedder().expect("a vector index implies a model");
-        let q = embedder
-            .embed_query(query)
-            .map_err(|e| EngineError::Model(e.to_string()))?;
+        let q = self.query_vector(query)?;
         Ok(Some(
             idx.search(&q, k, false)
                 .into_iter()

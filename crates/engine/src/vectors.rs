@@ -120,6 +120,34 @@ impl Engine {
         let _ = self.reranker.set(Ok(reranker));
     }
 
+    /// The vector of a query, from a small in-process cache of recent queries (a query
+    /// asked again, or asked deeper by a caller that needs more results, is embedded once).
+    pub fn query_vector(&self, query: &str) -> Result<Vec<f32>, EngineError> {
+        let embedder = self.embedder_status().map_err(EngineError::NotFound)?;
+        if let Some(v) = self
+            .query_cache
+            .lock()
+            .expect("query cache lock")
+            .get(query)
+        {
+            return Ok(v);
+        }
+        let v = embedder
+            .embed_query(query)
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        self.query_cache
+            .lock()
+            .expect("query cache lock")
+            .put(query, v.clone());
+        Ok(v)
+    }
+
+    /// Forget cached query vectors (so a benchmark's latencies include embedding).
+    pub fn clear_query_cache(&self) {
+        let mut c = self.query_cache.lock().expect("query cache lock");
+        *c = QueryCache::new(c.cap);
+    }
+
     /// The embedding model, if there is one.
     pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
         self.embedder_status().ok()
@@ -130,6 +158,7 @@ impl Engine {
         self.embedder = std::sync::OnceLock::new();
         let _ = self.embedder.set(Ok(embedder));
         self.vectors.lock().expect("vector map lock").clear();
+        self.clear_query_cache();
     }
 
     /// The vector index of a collection, opened and brought up to the store's
@@ -344,4 +373,53 @@ fn slug(s: &str) -> String {
         .collect();
     out.truncate(80);
     out
+}
+
+/// The most recent query vectors, at most `cap` of them (oldest out first).
+pub(crate) struct QueryCache {
+    cap: usize,
+    map: HashMap<String, Vec<f32>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl QueryCache {
+    pub(crate) fn new(cap: usize) -> Self {
+        QueryCache {
+            cap,
+            map: HashMap::new(),
+            order: std::collections::VecDeque::new(),
+        }
+    }
+
+    fn get(&self, q: &str) -> Option<Vec<f32>> {
+        self.map.get(q).cloned()
+    }
+
+    fn put(&mut self, q: &str, v: Vec<f32>) {
+        if self.map.insert(q.to_string(), v).is_none() {
+            self.order.push_back(q.to_string());
+            while self.order.len() > self.cap {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryCache;
+
+    #[test]
+    fn query_cache_keeps_the_most_recent() {
+        let mut c = QueryCache::new(2);
+        c.put("a", vec![1.0]);
+        c.put("b", vec![2.0]);
+        c.put("a", vec![1.5]);
+        c.put("c", vec![3.0]);
+        assert_eq!(c.get("a"), None, "oldest insert goes first");
+        assert_eq!(c.get("b"), Some(vec![2.0]));
+        assert_eq!(c.get("c"), Some(vec![3.0]));
+    }
 }
