@@ -91,10 +91,9 @@ pub struct Workspace {
 #[derive(Default)]
 struct Scratch {
     x: Vec<f32>,
-    /// Token-major `[t, 3·hidden]`.
+    /// `[3·hidden, t]`: queries, keys, values.
     qkv: Vec<f32>,
-    /// Attention output, head-major `[heads, t, head_dim]`.
-    heads: Vec<f32>,
+    /// Attention output.
     ctx: Vec<f32>,
     inter: Vec<f32>,
     /// Per-token layer norm statistics.
@@ -109,6 +108,8 @@ struct Scratch {
 struct Attn {
     scores: Vec<f32>,
     inv_sums: Vec<f32>,
+    /// Scratch of the fused kernel.
+    fused: kernels::AttnScratch,
 }
 
 /// `v[..n]`, growing `v` first if needed (without copying: the contents are scratch).
@@ -138,6 +139,34 @@ fn bias(vb: &VarBuilder<'_>, n: usize) -> candle_core::Result<Vec<f32>> {
 
 fn norm(vb: &VarBuilder<'_>, n: usize) -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
     Ok((vec_of(vb.get(n, "weight")?)?, vec_of(vb.get(n, "bias")?)?))
+}
+
+/// `dst = w · x` (`+=` with `accumulate`) for the `[rows, inp]` weight `w` and the
+/// feature-major `[inp, t]` activations `x`, through `gemm` (which reads the weights in
+/// place). `split` spreads the work over the thread pool.
+fn linear(
+    dst: &mut [f32],
+    w: &[f32],
+    rows: usize,
+    x: &[f32],
+    t: usize,
+    accumulate: bool,
+    split: bool,
+) {
+    let inp = w.len() / rows;
+    let par = if split {
+        Parallelism::Rayon(0)
+    } else {
+        Parallelism::None
+    };
+    kernels::matmul(
+        dst,
+        t,
+        MatRef::rows(w, rows, inp, inp),
+        MatRef::rows(x, inp, t, t),
+        accumulate,
+        par,
+    );
 }
 
 /// A sequence's place in its group: its token ids and types, and its first column.
@@ -389,90 +418,42 @@ impl FastBert {
     fn layer(&self, l: &Layer, group: &[Seq<'_>], x: &mut [f32], s: &mut Scratch, split: bool) {
         let (h, ni) = (self.hidden, self.inter);
         let t = x.len() / h;
-        let par = if split {
-            Parallelism::Rayon(0)
-        } else {
-            Parallelism::None
-        };
-        // Query/key/value token-major (`[t, 3·hidden]`), the layout attention wants.
+        // Query/key/value, feature-major like everything else.
         let qkv = take(&mut s.qkv, 3 * h * t);
-        kernels::matmul(
-            qkv,
-            3 * h,
-            MatRef {
-                data: x,
-                rows: t,
-                cols: h,
-                rs: 1,
-                cs: t,
-            },
-            MatRef::rows(&l.wqkv, 3 * h, h, h).t(),
-            false,
-            par,
-        );
-        kernels::add_bias_rows(qkv, &l.bqkv);
-        // Attention into head-major `[heads, t, head_dim]`, then feature-major `ctx`.
+        linear(qkv, &l.wqkv, 3 * h, x, t, false, split);
+        kernels::add_row_bias(qkv, t, &l.bqkv);
+        // Attention, each head into its `head_dim` rows of `ctx`.
         let hd = self.head_dim;
-        let heads = take(&mut s.heads, h * t);
+        let ctx = take(&mut s.ctx, h * t);
         if split {
-            heads
-                .par_chunks_mut(hd * t)
+            ctx.par_chunks_mut(hd * t)
                 .enumerate()
                 .for_each_init(Attn::default, |att, (head, c)| {
                     self.attention_head(head, group, qkv, c, att)
                 });
         } else {
-            for (head, c) in heads.chunks_mut(hd * t).enumerate() {
+            for (head, c) in ctx.chunks_mut(hd * t).enumerate() {
                 self.attention_head(head, group, qkv, c, &mut s.att);
-            }
-        }
-        let ctx = take(&mut s.ctx, h * t);
-        for (f, row) in ctx.chunks_exact_mut(t).enumerate() {
-            let (head, d) = (f / hd, f % hd);
-            let src = &heads[head * hd * t + d..];
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = src[j * hd];
             }
         }
         let stats = take(&mut s.stats, 2 * t);
         // Output projection added onto the residual, then bias + layer norm.
-        kernels::matmul(
-            x,
-            t,
-            MatRef::rows(&l.wo, h, h, h),
-            MatRef::rows(ctx, h, t, t),
-            true,
-            par,
-        );
+        linear(x, &l.wo, h, ctx, t, true, split);
         kernels::bias_layer_norm_cols(x, t, &l.bo, &l.ln1_g, &l.ln1_b, self.eps, stats);
         // Feed-forward.
         let inter = take(&mut s.inter, ni * t);
-        kernels::matmul(
-            inter,
-            t,
-            MatRef::rows(&l.w1, ni, h, h),
-            MatRef::rows(x, h, t, t),
-            false,
-            par,
-        );
+        linear(inter, &l.w1, ni, x, t, false, split);
         match self.act {
             Activation::Gelu => kernels::bias_gelu_rows(inter, t, &l.b1),
             Activation::GeluTanh => kernels::bias_gelu_tanh_rows(inter, t, &l.b1),
             Activation::Relu => kernels::bias_relu_rows(inter, t, &l.b1),
         }
-        kernels::matmul(
-            x,
-            t,
-            MatRef::rows(&l.w2, h, ni, ni),
-            MatRef::rows(inter, ni, t, t),
-            true,
-            par,
-        );
+        linear(x, &l.w2, h, inter, t, true, split);
         kernels::bias_layer_norm_cols(x, t, &l.b2, &l.ln2_g, &l.ln2_b, self.eps, stats);
     }
 
     /// Scaled dot-product attention of head `head` for each sequence of the group over
-    /// its own tokens. `qkv` is `[t, 3·hidden]`; `out` gets this head's `[t, head_dim]`.
+    /// its own tokens. `qkv` is `[3·hidden, t]`; `out` gets this head's `[head_dim, t]`.
     fn attention_head(
         &self,
         head: usize,
@@ -482,34 +463,58 @@ impl FastBert {
         att: &mut Attn,
     ) {
         let (h, hd) = (self.hidden, self.head_dim);
+        let t = qkv.len() / (3 * h);
         let scale = 1.0 / (hd as f32).sqrt();
         for q in group {
             let (n, c0) = (q.ids.len(), q.col);
             if n == 0 {
                 continue;
             }
-            let rows = &qkv[c0 * 3 * h..(c0 + n) * 3 * h];
-            let view = |col: usize| MatRef::rows(&rows[col..], n, hd, 3 * h);
-            let (qm, km, vm) = (
-                view(head * hd),
-                view(h + head * hd),
-                view(2 * h + head * hd),
-            );
+            // This head's rows of q, k and v, from the sequence's first column.
+            let part = |row: usize| &qkv[(row + head * hd) * t + c0..];
+            let (qs, ks, vs) = (part(0), part(h), part(2 * h));
+            let o = &mut out[c0..];
+            if kernels::attention(qs, ks, vs, t, n, hd, scale, o, t, &mut att.fused) {
+                continue;
+            }
+            // Fallback: scores = q · kᵀ (`[n, n]`), softmax, then outᵀ = v · pᵀ.
             let scores = take(&mut att.scores, n * n);
             let inv = take(&mut att.inv_sums, n);
-            kernels::matmul(scores, n, qm, km.t(), false, Parallelism::None);
-            kernels::softmax_rows(scores, n, scale, inv);
-            let o = &mut out[c0 * hd..(c0 + n) * hd];
+            let qm = MatRef {
+                data: qs,
+                rows: n,
+                cols: hd,
+                rs: 1,
+                cs: t,
+            };
             kernels::matmul(
-                o,
-                hd,
-                MatRef::rows(scores, n, n, n),
-                vm,
+                scores,
+                n,
+                qm,
+                MatRef::rows(ks, hd, n, t),
                 false,
                 Parallelism::None,
             );
-            // Each token's row scaled by 1 / its softmax sum.
-            kernels::scale_rows(o, hd, inv);
+            kernels::softmax_rows(scores, n, scale, inv);
+            let pt = MatRef {
+                data: scores,
+                rows: n,
+                cols: n,
+                rs: 1,
+                cs: n,
+            };
+            kernels::matmul(
+                o,
+                t,
+                MatRef::rows(vs, hd, n, t),
+                pt,
+                false,
+                Parallelism::None,
+            );
+            // Each token's column scaled by 1 / its softmax sum.
+            for row in o.chunks_mut(t).take(hd) {
+                kernels::mul_assign(&mut row[..n], inv);
+            }
         }
     }
 }

@@ -76,17 +76,6 @@ impl<'a> MatRef<'a> {
             cs: 1,
         }
     }
-
-    /// The transpose (no copy).
-    pub fn t(self) -> Self {
-        MatRef {
-            data: self.data,
-            rows: self.cols,
-            cols: self.rows,
-            rs: self.cs,
-            cs: self.rs,
-        }
-    }
 }
 
 /// Elements spanned by a strided matrix (index of the last one + 1).
@@ -323,34 +312,6 @@ multiversion!(
 );
 
 #[inline(always)]
-fn scale_rows_imp<const FMA: bool>(x: &mut [f32], width: usize, factors: &[f32]) {
-    for (row, &f) in x.chunks_exact_mut(width).zip(factors) {
-        for v in row {
-            *v *= f;
-        }
-    }
-}
-
-multiversion!(
-    /// `x[r][j] *= factors[r]` over rows of `width` values.
-    scale_rows => scale_rows_imp(x: &mut [f32], width: usize, factors: &[f32])
-);
-
-#[inline(always)]
-fn add_bias_rows_imp<const FMA: bool>(x: &mut [f32], bias: &[f32]) {
-    for row in x.chunks_exact_mut(bias.len()) {
-        for (v, &b) in row.iter_mut().zip(bias) {
-            *v += b;
-        }
-    }
-}
-
-multiversion!(
-    /// `x[r] += bias` on every row of `bias.len()` values.
-    add_bias_rows => add_bias_rows_imp(x: &mut [f32], bias: &[f32])
-);
-
-#[inline(always)]
 fn bias_gelu_rows_imp<const FMA: bool>(x: &mut [f32], width: usize, bias: &[f32]) {
     for (row, &b) in x.chunks_exact_mut(width).zip(bias) {
         for v in row {
@@ -485,6 +446,316 @@ multiversion!(
     add_into => add_into_imp(dst: &mut [f32], a: &[f32], b: &[f32])
 );
 
+#[inline(always)]
+fn mul_assign_imp<const FMA: bool>(x: &mut [f32], f: &[f32]) {
+    for (v, &f) in x.iter_mut().zip(f) {
+        *v *= f;
+    }
+}
+
+multiversion!(
+    /// `x[i] *= f[i]` element-wise.
+    mul_assign => mul_assign_imp(x: &mut [f32], f: &[f32])
+);
+
+#[inline(always)]
+fn add_row_bias_imp<const FMA: bool>(x: &mut [f32], width: usize, bias: &[f32]) {
+    for (row, &b) in x.chunks_exact_mut(width).zip(bias) {
+        for v in row {
+            *v += b;
+        }
+    }
+}
+
+multiversion!(
+    /// `x[r][j] += bias[r]` over rows of `width` values.
+    add_row_bias => add_row_bias_imp(x: &mut [f32], width: usize, bias: &[f32])
+);
+
+/// 16 lanes, as plain arrays: inside the `#[target_feature]` kernels below LLVM keeps
+/// each one in a single AVX-512 register (no `std::arch` intrinsics, which need a newer
+/// Rust than the workspace's minimum).
+type F16 = [f32; 16];
+
+/// # Safety
+/// `p .. p + 16` must be readable.
+#[inline(always)]
+unsafe fn ld(p: *const f32) -> F16 {
+    std::ptr::read_unaligned(p.cast::<F16>())
+}
+
+/// # Safety
+/// `p .. p + 16` must be writable.
+#[inline(always)]
+unsafe fn st(p: *mut f32, v: F16) {
+    std::ptr::write_unaligned(p.cast::<F16>(), v)
+}
+
+/// `a · b + c` lane by lane (FMA).
+#[inline(always)]
+fn vfma(a: F16, b: F16, mut c: F16) -> F16 {
+    for l in 0..16 {
+        c[l] = a[l].mul_add(b[l], c[l]);
+    }
+    c
+}
+
+/// Scratch of [`attention`]: keys and values of one head, and transposed scores.
+#[derive(Default)]
+pub struct AttnScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    st: Vec<f32>,
+}
+
+fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    if v.len() < n {
+        *v = vec![0.0; n];
+    }
+    &mut v[..n]
+}
+
+/// Queries per block of the fused attention kernel (two vectors).
+const ATT_Q: usize = 32;
+/// Keys per block of its QKᵀ step.
+const ATT_K: usize = 12;
+/// Head dimensions per block of its ·V step.
+const ATT_D: usize = 8;
+/// Longest sequence the fused attention kernel takes.
+const ATT_MAX_N: usize = 512;
+
+/// Fused scaled dot-product attention of one head over one sequence of `n` tokens, all
+/// matrices feature-major: element (token `i`, dimension `d`) of the queries is
+/// `q[d * rs + i]` (likewise `k`, `v`), and the output goes to `out[d * out_rs + i]`:
+/// `out[:, i] = softmax(scale · q[:, i]ᵀ k) · vᵀ`. Blocks of 32 queries go through QKᵀ,
+/// softmax and ·V while their scores stay in L1, with no `gemm` call.
+///
+/// Runs only with AVX-512, `head_dim` a multiple of 8 and `n <= 512`; returns `false`
+/// (and does nothing) otherwise, so the caller can fall back to `gemm` + [`softmax_rows`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    rs: usize,
+    n: usize,
+    head_dim: usize,
+    scale: f32,
+    out: &mut [f32],
+    out_rs: usize,
+    scratch: &mut AttnScratch,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if isa() != Isa::Avx512 || head_dim == 0 || !head_dim.is_multiple_of(ATT_D) || n > ATT_MAX_N
+        {
+            return false;
+        }
+        if n == 0 {
+            return true;
+        }
+        let in_span = span(head_dim, n, rs, 1);
+        assert!(rs >= n && out_rs >= n, "attention: rows overlap");
+        assert!(
+            q.len() >= in_span && k.len() >= in_span && v.len() >= in_span,
+            "attention: q/k/v too small"
+        );
+        assert!(
+            out.len() >= span(head_dim, n, out_rs, 1),
+            "attention: out too small"
+        );
+        let sr = if n <= 128 {
+            128
+        } else if n <= 256 {
+            256
+        } else {
+            ATT_MAX_N
+        } + ATT_Q;
+        let a = attn512::Args {
+            q,
+            k,
+            v,
+            rs,
+            n,
+            hd: head_dim,
+            scale,
+            out,
+            out_rs,
+            qp: grow(&mut scratch.q, head_dim * sr),
+            kp: grow(&mut scratch.k, head_dim * sr),
+            vp: grow(&mut scratch.v, head_dim * sr),
+            st: grow(&mut scratch.st, (sr + ATT_K) * ATT_Q),
+        };
+        // SAFETY: `isa()` checked for AVX-512. The asserts above bound the reads of
+        // q/k/v and the writes to `out` (slice-indexed in the kernel); the packed rows
+        // have `sr >= n + ATT_Q` columns (query blocks read up to `n + 31`, key blocks
+        // up to `n + 11`), and the transposed scores `sr + ATT_K` rows of `ATT_Q`.
+        unsafe {
+            use attn512::head;
+            match n {
+                0..=128 => head::<{ 128 + ATT_Q }>(a),
+                129..=256 => head::<{ 256 + ATT_Q }>(a),
+                _ => head::<{ ATT_MAX_N + ATT_Q }>(a),
+            }
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (q, k, v, rs, n, head_dim, scale, out, out_rs, scratch);
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod attn512 {
+    use super::{ld, st, vfma, ATT_D, ATT_K, ATT_Q};
+
+    /// `2^x` for `x <= 0` (clamped at -126): split into integer `n` and `f` in
+    /// [-0.5, 0.5], degree-6 Taylor polynomial of `e^(f ln 2)` (truncation < 1.2e-7
+    /// relative), times `2^n` from the exponent bits. FMA.
+    #[inline(always)]
+    fn exp2_neg(x: f32) -> f32 {
+        const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer
+        let x = if x < -126.0 { -126.0 } else { x };
+        let t = x + MAGIC;
+        let f = x - (t - MAGIC);
+        let mut p: f32 = 1.540_353e-4;
+        p = p.mul_add(f, 1.333_355_8e-3);
+        p = p.mul_add(f, 9.618_129e-3);
+        p = p.mul_add(f, 5.550_411e-2);
+        p = p.mul_add(f, 0.240_226_5);
+        p = p.mul_add(f, std::f32::consts::LN_2);
+        let y = p.mul_add(f, 1.0);
+        let bits = t
+            .to_bits()
+            .wrapping_sub(MAGIC.to_bits())
+            .wrapping_add(127)
+            .wrapping_shl(23);
+        y * f32::from_bits(bits)
+    }
+
+    pub(super) struct Args<'a> {
+        pub q: &'a [f32],
+        pub k: &'a [f32],
+        pub v: &'a [f32],
+        pub rs: usize,
+        pub n: usize,
+        pub hd: usize,
+        pub scale: f32,
+        pub out: &'a mut [f32],
+        pub out_rs: usize,
+        pub qp: &'a mut [f32],
+        pub kp: &'a mut [f32],
+        pub vp: &'a mut [f32],
+        pub st: &'a mut [f32],
+    }
+
+    /// See [`super::attention`]; `SR` is the row stride of the packed queries, keys and
+    /// values.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F, and `a` must satisfy the bounds that
+    /// [`super::attention`] asserts, with `a.n + ATT_Q <= SR`, `qp`, `kp`, `vp` of
+    /// `hd · SR` and `st` of `(SR + ATT_K) · ATT_Q` values.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi1,bmi2")]
+    pub(super) unsafe fn head<const SR: usize>(a: Args<'_>) {
+        let (n, hd, rs) = (a.n, a.hd, a.rs);
+        // This head's rows copied to a constant stride; queries past `n` are zero.
+        for d in 0..hd {
+            let src = d * rs..d * rs + n;
+            let dst = d * SR..d * SR + n;
+            a.qp[dst.clone()].copy_from_slice(&a.q[src.clone()]);
+            a.qp[d * SR + n..d * SR + n + ATT_Q].fill(0.0);
+            a.kp[dst.clone()].copy_from_slice(&a.k[src.clone()]);
+            a.vp[dst].copy_from_slice(&a.v[src]);
+        }
+        let (qp, kp, vp) = (a.qp.as_ptr(), a.kp.as_ptr(), a.vp.as_ptr());
+        let stp = a.st.as_mut_ptr();
+        let mut ib = 0;
+        while ib < n {
+            let mut mx = [[f32::NEG_INFINITY; 16]; 2];
+            // Transposed scores: `st[j * 32 + i]` for key `j`, query `ib + i`.
+            let mut jb = 0;
+            while jb < n {
+                let mut acc = [[[0f32; 16]; 2]; ATT_K];
+                for d in 0..hd {
+                    let qr = qp.add(d * SR + ib);
+                    let (q0, q1) = (ld(qr), ld(qr.add(16)));
+                    let kr = kp.add(d * SR + jb);
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let kb = [*kr.add(r); 16];
+                        acc[0] = vfma(kb, q0, acc[0]);
+                        acc[1] = vfma(kb, q1, acc[1]);
+                    }
+                }
+                for (r, acc) in acc.iter().enumerate() {
+                    let dst = stp.add((jb + r) * ATT_Q);
+                    st(dst, acc[0]);
+                    st(dst.add(16), acc[1]);
+                    if jb + r < n {
+                        for (m, x) in mx.iter_mut().zip(acc) {
+                            for l in 0..16 {
+                                m[l] = if x[l] > m[l] { x[l] } else { m[l] };
+                            }
+                        }
+                    }
+                }
+                jb += ATT_K;
+            }
+            // Softmax over keys, per query lane (max taken above): exp and sum in place,
+            // as 2^(log2(e) · scale · (x - max)).
+            let l2 = a.scale * std::f32::consts::LOG2_E;
+            let shift = mx.map(|m| m.map(|m| -m * l2));
+            let mut sum = [[0f32; 16]; 2];
+            for j in 0..n {
+                for c in 0..2 {
+                    let p = stp.add(j * ATT_Q + 16 * c);
+                    let mut x = ld(p);
+                    for l in 0..16 {
+                        x[l] = exp2_neg(x[l].mul_add(l2, shift[c][l]));
+                        sum[c][l] += x[l];
+                    }
+                    st(p, x);
+                }
+            }
+            let inv = sum.map(|s| s.map(|s| 1.0 / s));
+            // out[d, ib..] = Σ_j v[d, j] · p[j, ..] / sum, `ATT_D` dimensions at a time.
+            let stq = stp as *const f32;
+            let valid = (n - ib).min(ATT_Q);
+            let mut d0 = 0;
+            while d0 < hd {
+                let mut acc = [[[0f32; 16]; 2]; ATT_D];
+                let vb = vp.add(d0 * SR);
+                for j in 0..n {
+                    let p0 = ld(stq.add(j * ATT_Q));
+                    let p1 = ld(stq.add(j * ATT_Q + 16));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let vv = [*vb.add(r * SR + j); 16];
+                        acc[0] = vfma(vv, p0, acc[0]);
+                        acc[1] = vfma(vv, p1, acc[1]);
+                    }
+                }
+                for (r, acc) in acc.iter().enumerate() {
+                    let mut res = [0f32; ATT_Q];
+                    for c in 0..2 {
+                        let mut x = acc[c];
+                        for l in 0..16 {
+                            x[l] *= inv[c][l];
+                        }
+                        st(res.as_mut_ptr().add(16 * c), x);
+                    }
+                    let o = (d0 + r) * a.out_rs + ib;
+                    a.out[o..o + valid].copy_from_slice(&res[..valid]);
+                }
+                d0 += ATT_D;
+            }
+            ib += ATT_Q;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,7 +782,9 @@ mod tests {
         let mut got = x.clone();
         let mut inv = vec![0.0; 3];
         softmax_rows(&mut got, width, 0.125, &mut inv);
-        scale_rows(&mut got, width, &inv);
+        for (row, &f) in got.chunks_mut(width).zip(&inv) {
+            row.iter_mut().for_each(|v| *v *= f);
+        }
         for (row, g) in x.chunks(width).zip(got.chunks(width)) {
             let m = row
                 .iter()
@@ -531,7 +804,55 @@ mod tests {
         let a = [1., 2., 9., 9., 3., 4., 9., 9., 5., 6., 9., 9.];
         let am = MatRef::rows(&a, 3, 2, 4);
         let mut d = vec![1.0; 9];
-        matmul(&mut d, 3, am, am.t(), true, Parallelism::None);
+        let at = MatRef {
+            data: &a,
+            rows: 2,
+            cols: 3,
+            rs: 1,
+            cs: 4,
+        };
+        matmul(&mut d, 3, am, at, true, Parallelism::None);
         assert_eq!(d, [6., 12., 18., 12., 26., 40., 18., 40., 62.]);
+    }
+    #[test]
+    fn fused_attention_matches_naive() {
+        let mut scratch = AttnScratch::default();
+        for hd in [8, 32, 64] {
+            for n in [1usize, 5, 16, 17, 33, 64, 100, 129, 300] {
+                let rs = n + 7;
+                let x: Vec<f32> = (0..3 * hd * rs)
+                    .map(|i| ((i * 7919 + 13) % 211) as f32 * 0.023 - 2.4)
+                    .collect();
+                let (q, k, v) = (&x[..], &x[hd * rs..], &x[2 * hd * rs..]);
+                let scale = 1.0 / (hd as f32).sqrt();
+                let out_rs = n + 3;
+                let mut out = vec![f32::NAN; hd * out_rs];
+                if !attention(q, k, v, rs, n, hd, scale, &mut out, out_rs, &mut scratch) {
+                    return; // no AVX-512 here
+                }
+                for i in 0..n {
+                    let sc: Vec<f64> = (0..n)
+                        .map(|j| {
+                            (0..hd)
+                                .map(|d| q[d * rs + i] as f64 * k[d * rs + j] as f64)
+                                .sum::<f64>()
+                                * scale as f64
+                        })
+                        .collect();
+                    let m = sc.iter().cloned().fold(f64::MIN, f64::max);
+                    let e: Vec<f64> = sc.iter().map(|s| (s - m).exp()).collect();
+                    let sum: f64 = e.iter().sum();
+                    for d in 0..hd {
+                        let want: f64 =
+                            (0..n).map(|j| e[j] * v[d * rs + j] as f64).sum::<f64>() / sum;
+                        let got = out[d * out_rs + i] as f64;
+                        assert!(
+                            (want - got).abs() < 1e-5,
+                            "hd {hd} n {n} ({i}, {d}): {want} vs {got}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
