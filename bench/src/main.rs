@@ -24,6 +24,7 @@ use neuralcore_index::{AnalyzerConfig, Bm25Params, IndexChunk, KeywordIndex, Sto
 use serde::Deserialize;
 use serde_json::json;
 
+mod agents;
 mod mind;
 mod vectors;
 
@@ -37,6 +38,7 @@ const USAGE: &str = "usage:
   nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N]
   nc-bench vectors --data-dir DIR --queries FILE [--collection C] [--model-dir DIR]
                    [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
+  nc-bench agents-reload [-n 20] [--every-ms 100]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -397,6 +399,7 @@ fn main() -> ExitCode {
         "embed" => bench_embed(&args[1..]),
         "vectors" => vectors::bench_vectors(&args[1..]),
         "mind" => mind::bench_mind(&args[1..]),
+        "agents-reload" => agents::bench_reload(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
