@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use neuralcore_core::{
-    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, Embedder, Reranker, SourceRecord,
+    Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, Embedder, IndexJournal, Reranker,
+    SourceRecord,
 };
 use neuralcore_index::{IndexChunk, KeywordIndex, VectorIndex};
 use neuralcore_store::{MemoryStore, RedbStore};
@@ -50,6 +51,16 @@ pub struct SearchResults {
     pub fallback: Option<String>,
     /// How many of the first hits the reranker reordered.
     pub reranked: usize,
+}
+
+/// What a derived index must do to reflect the store.
+pub(crate) enum CatchUp {
+    /// It is at the store's generation.
+    Current,
+    /// It is exactly one batch behind: apply this journal.
+    Replay(IndexJournal),
+    /// Anything else: rebuild from the store.
+    Rebuild,
 }
 
 /// Query vectors kept in memory.
@@ -153,19 +164,37 @@ impl Engine {
         Ok(idx)
     }
 
-    /// Bring `idx` to the store's generation of `collection`.
-    fn sync_index(&self, collection: &str, idx: &KeywordIndex) -> Result<(), EngineError> {
+    /// How an index derived from `collection` at generation `idx_gen` catches up with
+    /// the store: the store's generation, and what to do. Shared by the keyword and the
+    /// vector index.
+    pub(crate) fn catch_up(
+        &self,
+        collection: &str,
+        idx_gen: u64,
+    ) -> Result<(u64, CatchUp), EngineError> {
         let store_gen = self
             .store
             .collection(collection)?
             .map(|c| c.generation)
             .unwrap_or(0);
-        let idx_gen = idx.generation();
         if store_gen == idx_gen {
-            return Ok(());
+            return Ok((store_gen, CatchUp::Current));
         }
         let journal = self.store.index_journal(collection)?;
         if idx_gen.checked_add(1) == Some(store_gen) && journal.generation == store_gen {
+            return Ok((store_gen, CatchUp::Replay(journal)));
+        }
+        Ok((store_gen, CatchUp::Rebuild))
+    }
+
+    /// Bring `idx` to the store's generation of `collection`.
+    fn sync_index(&self, collection: &str, idx: &KeywordIndex) -> Result<(), EngineError> {
+        let idx_gen = idx.generation();
+        let (store_gen, plan) = self.catch_up(collection, idx_gen)?;
+        if let CatchUp::Current = plan {
+            return Ok(());
+        }
+        if let CatchUp::Replay(journal) = plan {
             tracing::info!(
                 collection,
                 generation = store_gen,

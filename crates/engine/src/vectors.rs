@@ -9,6 +9,7 @@ use std::sync::Arc;
 use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, Reranker, TextKind};
 use neuralcore_index::VectorIndex;
 
+use crate::engine::CatchUp;
 use crate::{Engine, EngineError};
 
 /// Texts embedded per call to the model while ingesting (progress is reported after each).
@@ -57,24 +58,21 @@ impl Engine {
         self.embedder
             .get_or_init(|| {
                 let name = self.config.embedding.model.trim();
-                if name.is_empty() {
-                    return Err("embeddings are turned off (embedding.model is empty)".into());
-                }
-                let Some(dir) = self.model_dir() else {
-                    return Err("no model folder configured (embedding.model_dir)".into());
-                };
-                let path = dir.join(name);
-                if !path.join("model.safetensors").exists() {
-                    return Err(format!(
-                        "the embedding model {name:?} is not in {}: run `neuralcore models pull{}`",
-                        dir.display(),
-                        if name == neuralcore_models::DEFAULT_EMBEDDER {
-                            String::new()
-                        } else {
-                            format!(" {name}")
-                        }
-                    ));
-                }
+                let path = self.model_folder(
+                    name,
+                    "embeddings are turned off (embedding.model is empty)",
+                    &|dir| {
+                        format!(
+                            "the embedding model {name:?} is not in {}: run `neuralcore models pull{}`",
+                            dir.display(),
+                            if name == neuralcore_models::DEFAULT_EMBEDDER {
+                                String::new()
+                            } else {
+                                format!(" {name}")
+                            }
+                        )
+                    },
+                )?;
                 let mut e = neuralcore_models::SentenceEmbedder::load(&path, name)
                     .map_err(|e| format!("cannot load the embedding model {name:?}: {e}"))?;
                 e.set_batch_size(self.config.embedding.batch_size);
@@ -83,26 +81,44 @@ impl Engine {
             .clone()
     }
 
+    /// The folder of model `name` in the cache, or why it cannot be used: `off` when no
+    /// name is configured, `missing(cache dir)` when its weights are not there.
+    fn model_folder(
+        &self,
+        name: &str,
+        off: &str,
+        missing: &dyn Fn(&std::path::Path) -> String,
+    ) -> Result<PathBuf, String> {
+        if name.is_empty() {
+            return Err(off.into());
+        }
+        let dir = self
+            .model_dir()
+            .ok_or("no model folder configured (embedding.model_dir)")?;
+        let path = dir.join(name);
+        if !path.join("model.safetensors").exists() {
+            return Err(missing(&dir));
+        }
+        Ok(path)
+    }
+
     /// The reranker, loaded on first use; `Err` says why there is none.
     pub fn reranker_status(&self) -> Result<Arc<dyn Reranker>, String> {
         self.reranker
             .get_or_init(|| {
                 let name = self.config.rerank.model.trim();
-                if name.is_empty() {
-                    return Err("no reranker configured (rerank.model is empty)".into());
-                }
-                let Some(dir) = self.model_dir() else {
-                    return Err("no model folder configured (embedding.model_dir)".into());
-                };
-                let path = dir.join(name);
-                if !path.join("model.safetensors").exists() {
-                    return Err(format!(
-                        "the reranker {name:?} is not in {}: put a cross-encoder folder there \
-                         with `neuralcore models pull --from DIR {name}` (no cross-encoder \
-                         weights can be downloaded by this build)",
-                        dir.display()
-                    ));
-                }
+                let path = self.model_folder(
+                    name,
+                    "no reranker configured (rerank.model is empty)",
+                    &|dir| {
+                        format!(
+                            "the reranker {name:?} is not in {}: put a cross-encoder folder there \
+                             with `neuralcore models pull --from DIR {name}` (no cross-encoder \
+                             weights can be downloaded by this build)",
+                            dir.display()
+                        )
+                    },
+                )?;
                 let r = neuralcore_models::CrossEncoder::load(
                     &path,
                     name,
@@ -213,25 +229,20 @@ impl Engine {
         embedder: &dyn Embedder,
         progress: &mut dyn FnMut(usize),
     ) -> Result<(), EngineError> {
-        let store_gen = self
-            .store
-            .collection(collection)?
-            .map(|c| c.generation)
-            .unwrap_or(0);
         let idx_gen = idx.generation();
-        if store_gen == idx_gen {
-            return Ok(());
-        }
-        let journal = self.store.index_journal(collection)?;
-        let (removed, docs) =
-            if idx_gen.checked_add(1) == Some(store_gen) && journal.generation == store_gen {
+        let (store_gen, plan) = self.catch_up(collection, idx_gen)?;
+        let (removed, docs) = match plan {
+            CatchUp::Current => return Ok(()),
+            CatchUp::Replay(journal) => {
                 tracing::info!(collection, "vector index one batch behind: replaying");
                 (journal.removed, journal.added)
-            } else {
+            }
+            CatchUp::Rebuild => {
                 tracing::info!(collection, store_gen, idx_gen, "rebuilding vector index");
                 idx.clear();
                 (Vec::new(), self.store.document_keys(collection)?)
-            };
+            }
+        };
         let mut pending = Vec::new();
         for d in &docs {
             let Some(doc) = self.store.document(collection, *d)? else {

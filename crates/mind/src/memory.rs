@@ -71,20 +71,6 @@ impl RawMind for MemoryMind {
             .cloned())
     }
 
-    fn keys(
-        &self,
-        layer: &Layer,
-        prefix: &str,
-        filter: &dyn Fn(&str) -> bool,
-        now_ms: u64,
-    ) -> MindResult<Vec<String>> {
-        Ok(self
-            .scan(layer, prefix, filter, now_ms)?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect())
-    }
-
     fn scan(
         &self,
         layer: &Layer,

@@ -113,14 +113,22 @@ pub(crate) trait RawMind: Send + Sync {
     ) -> MindResult<Vec<Option<Record>>> {
         keys.iter().map(|k| self.get(&[layer], k, now_ms)).collect()
     }
-    /// Live keys of a layer that start with `prefix` and pass `filter`, sorted.
+    /// Live keys of a layer that start with `prefix` and pass `filter`, sorted. By
+    /// default the keys of [`RawMind::scan`]; backends that can list keys without
+    /// reading values override it.
     fn keys(
         &self,
         layer: &Layer,
         prefix: &str,
         filter: &dyn Fn(&str) -> bool,
         now_ms: u64,
-    ) -> MindResult<Vec<String>>;
+    ) -> MindResult<Vec<String>> {
+        Ok(self
+            .scan(layer, prefix, filter, now_ms)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
     /// Live records of a layer whose keys start with `prefix` and pass `filter`, sorted.
     fn scan(
         &self,
