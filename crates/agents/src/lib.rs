@@ -9,10 +9,18 @@
 //!   factory, and the [`Agent`] trait (plan → execute → validate → communicate).
 //! - [`loader`]: discovers agent files in folders and hot-reloads them.
 //! - [`orchestrator`]: runs a sequence of roles over a run's Mind scope.
+//! - [`consciousness`]: the control loop (decide → plan → retrieve → grade → verify →
+//!   refine → reflect, then generate → check) that answers questions.
+//! - [`crag`], [`grader`]: the evidence model on the Mind and the CRAG evaluator.
 
 pub mod agent;
+pub mod consciousness;
+pub mod crag;
+pub mod grader;
+pub mod intent;
 pub mod loader;
 pub mod orchestrator;
+pub mod planner;
 pub mod schema;
 pub mod tool;
 pub mod tools;
@@ -21,8 +29,10 @@ pub mod tools;
 pub use inventory;
 
 pub use agent::{parse, Agent, AgentContext, AgentDef, AgentFactory, AgentReport, DefError, ROLES};
+pub use consciousness::{AskOptions, AskReport, SCHEMA};
+pub use crag::{Switches, Verdict};
 pub use loader::AgentLoader;
-pub use orchestrator::{final_chunks, Orchestrator, RunReport, RETRIEVAL_ROLES};
+pub use orchestrator::{final_chunks, Orchestrator, RoleReport, RunReport, RETRIEVAL_ROLES};
 pub use tool::{
     glob, run_tool, Cancel, CostClass, Output, Registry, Services, Tool, ToolContext, ToolError,
     ToolResult, ToolSpec, ToolStatus,
@@ -38,4 +48,7 @@ pub enum AgentError {
     /// A tool's output could not be used.
     #[error("{0}")]
     Tool(String),
+    /// The caller's input cannot be used (an empty or oversized question).
+    #[error("{0}")]
+    Invalid(String),
 }

@@ -75,38 +75,53 @@ impl Orchestrator {
             deadline,
             cancel: &cancel,
         };
-        let mut out = Vec::new();
-        for role in roles {
-            let agents = self.loader.for_role(role);
-            let mut report = RoleReport {
-                role: role.to_string(),
-                agents: Vec::new(),
-                tools: Vec::new(),
-            };
-            if agents.is_empty() {
-                for t in self.registry.for_role(role) {
-                    report.tools.push(run_tool(
-                        &*t,
-                        &scope,
-                        &json!({}),
-                        deadline,
-                        &cancel,
-                        &self.services,
-                        "orchestrator",
-                    ));
-                }
-            } else {
-                for a in agents {
-                    report.agents.push(a.run(&ctx));
-                }
-            }
-            out.push(report);
-        }
+        let out = roles.iter().map(|r| self.run_role(&ctx, r)).collect();
         Ok(RunReport {
             run_id: run_id.to_string(),
             roles: out,
             elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
         })
+    }
+}
+
+impl Orchestrator {
+    /// Run one role in `ctx`'s scope: the agents that take it (as their files say), or,
+    /// when no agent file takes it, every registered tool that fills it, with defaults.
+    pub fn run_role(&self, ctx: &AgentContext<'_>, role: &str) -> RoleReport {
+        let agents = self.loader.for_role(role);
+        let mut report = RoleReport {
+            role: role.to_string(),
+            agents: Vec::new(),
+            tools: Vec::new(),
+        };
+        if agents.is_empty() {
+            for t in self.registry.for_role(role) {
+                report.tools.push(run_tool(
+                    &*t,
+                    ctx.mind,
+                    &json!({}),
+                    ctx.deadline,
+                    ctx.cancel,
+                    &self.services,
+                    "orchestrator",
+                ));
+            }
+        } else {
+            for a in agents {
+                report.agents.push(a.run(ctx));
+            }
+        }
+        report
+    }
+}
+
+impl RoleReport {
+    /// Every tool result of the role, whoever ran it.
+    pub fn results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.agents
+            .iter()
+            .flat_map(|a| a.results.iter())
+            .chain(self.tools.iter())
     }
 }
 

@@ -68,11 +68,27 @@ impl ToolSpec {
     }
 }
 
-/// Services shared by every tool of a process (the engine over the data dir).
+/// Services shared by every tool of a process (the engine over the data dir, and the
+/// optional LLM endpoint and web search).
 #[derive(Clone)]
 pub struct Services {
     /// The engine: store, indexes, models.
     pub engine: Arc<Engine>,
+    /// The LLM, when `[llm] base_url` is set.
+    pub llm: Option<Arc<neuralcore_llm::LlmClient>>,
+    /// Web search, when `[web] searxng_url` is set.
+    pub web: Option<Arc<neuralcore_web::WebSearch>>,
+}
+
+impl Services {
+    /// The engine alone: no LLM, no web search.
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Services {
+            engine,
+            llm: None,
+            web: None,
+        }
+    }
 }
 
 /// A flag that asks running tools to stop.
@@ -172,6 +188,12 @@ impl From<MindError> for ToolError {
     }
 }
 
+impl From<neuralcore_core::StoreError> for ToolError {
+    fn from(e: neuralcore_core::StoreError) -> Self {
+        ToolError::Transient(format!("store: {e}"))
+    }
+}
+
 impl From<neuralcore_engine::EngineError> for ToolError {
     fn from(e: neuralcore_engine::EngineError) -> Self {
         ToolError::Permanent(e.to_string())
@@ -234,6 +256,8 @@ pub struct Output {
     pub skipped: Option<String>,
     /// LLM tokens used.
     pub tokens: u64,
+    /// LLM cost in USD (when priced).
+    pub cost_usd: f64,
 }
 
 impl Output {
@@ -302,7 +326,7 @@ pub fn run_tool(
             metrics: ToolMetrics {
                 latency_ms,
                 tokens: out.tokens,
-                cost_usd: 0.0,
+                cost_usd: out.cost_usd,
             },
             message: out.message,
         },

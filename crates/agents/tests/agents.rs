@@ -119,9 +119,7 @@ fn fixture() -> Fixture {
     Fixture {
         _tmp: tmp,
         agents,
-        services: Services {
-            engine: Arc::new(engine),
-        },
+        services: Services::new(Arc::new(engine)),
     }
 }
 

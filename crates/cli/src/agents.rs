@@ -164,9 +164,7 @@ pub fn agents_run(json: bool, engine: Engine, mind: Mind, args: RunArgs) -> Resu
         registry,
         loader,
         mind: mind.clone(),
-        services: Services {
-            engine: engine.clone(),
-        },
+        services: Services::new(engine.clone()),
     };
     let report = o.run(&run_id, query, collection, RETRIEVAL_ROLES, None)?;
     let scope = mind.run(&run_id)?;

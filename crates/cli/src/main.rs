@@ -4,8 +4,10 @@
 //! 2 bad usage.
 
 mod agents;
+mod ask;
 mod eval;
 mod output;
+mod qa;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -129,6 +131,83 @@ enum Command {
         #[command(subcommand)]
         what: EvalCommand,
     },
+    /// Fit the grader to a labelled set and write [grade] to the config.
+    ///
+    /// The set is a SQuAD 2.0 file/folder (a chunk is relevant when it holds a gold
+    /// answer of an answerable question; pick the training articles with --articles) or a
+    /// BEIR folder (its train qrels). Each question's top grade.top_k candidates are
+    /// labelled; without a cross-encoder the feature weights are fitted by logistic
+    /// regression; the upper threshold is the lowest score whose CORRECT set reaches the
+    /// target precision, the lower the highest score below which candidates are at least
+    /// that often irrelevant. Prints the precision/recall table.
+    Calibrate {
+        /// The labelled set.
+        #[arg(long)]
+        data: PathBuf,
+        /// SQuAD 2.0: the articles to fit on, e.g. 1-4 (keep the rest for evaluation).
+        #[arg(long)]
+        articles: Option<String>,
+        /// Only the first N questions.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Precision the CORRECT verdict must reach (share of relevant chunks among
+        /// those scored at or above the upper threshold).
+        #[arg(long, default_value_t = 0.9)]
+        target_precision: f32,
+        /// Precision the INCORRECT verdict must reach (share of irrelevant chunks among
+        /// those scored below the lower threshold).
+        #[arg(long, default_value_t = 0.97)]
+        incorrect_precision: f32,
+        /// Print, do not write the config.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Answer a question from a collection, with numbered citations.
+    ///
+    /// Runs the control loop: decide whether retrieval is needed, plan sub-queries,
+    /// retrieve (keyword + vector, fused), grade every chunk CORRECT / AMBIGUOUS /
+    /// INCORRECT, verify the ambiguous ones against a second source, refine kept chunks
+    /// into sentences, reflect on completeness (and go again on the gaps, within
+    /// budget), then answer — extractively, or with the [llm] endpoint when configured —
+    /// and check that every sentence is supported by what it cites. With no kept
+    /// evidence it says "insufficient evidence" and what is missing.
+    Ask {
+        /// The question.
+        question: String,
+        /// Collection to answer from.
+        #[arg(short, long, default_value = DEFAULT_COLLECTION)]
+        collection: String,
+        /// Print the loop: every iteration, stage, verdict and decision.
+        #[arg(long)]
+        trace: bool,
+        /// Answer from the model alone (needs [llm]; without one the engine abstains).
+        #[arg(long)]
+        no_retrieval: bool,
+        /// Keep every retrieved chunk (no CORRECT/AMBIGUOUS/INCORRECT filter).
+        #[arg(long)]
+        no_grade: bool,
+        /// Do not verify AMBIGUOUS chunks (they then never reach the answer).
+        #[arg(long)]
+        no_verify: bool,
+        /// Keep whole kept chunks instead of their best sentences.
+        #[arg(long)]
+        no_refine: bool,
+        /// One iteration, no completeness check.
+        #[arg(long)]
+        no_reflect: bool,
+        /// Most iterations (default: loop.max_iterations).
+        #[arg(long, value_name = "N")]
+        max_iterations: Option<u32>,
+        /// Deadline in milliseconds (default: loop.deadline_ms; 0 = none).
+        #[arg(long, value_name = "MS")]
+        deadline_ms: Option<u64>,
+        /// Run id (the Mind scope the loop writes to; default: a fresh one).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// Agent folders (default: agents.dirs).
+        #[arg(long = "agents")]
+        dirs: Vec<PathBuf>,
+    },
     /// Fetch, list and try embedding models (kept in <data dir>/models).
     Models {
         #[command(subcommand)]
@@ -191,6 +270,31 @@ enum EvalCommand {
         /// e.g. `--rerank 0,20`.
         #[arg(long, value_delimiter = ',', default_value = "0")]
         rerank: Vec<usize>,
+    },
+    /// Evaluate answers: SQuAD 2.0 or HotpotQA (a file, or a folder holding one).
+    ///
+    /// The passages are ingested as a collection (qa-<set>), every question is asked
+    /// with the control loop (no LLM unless [llm] is set), and the answers are scored:
+    /// accuracy (the gold answer contained in the answer, normalized as the official
+    /// SQuAD script does), abstention precision and recall on unanswerable questions,
+    /// citation precision, supporting-paragraph recall, iterations and latency p50/p95.
+    /// Every ablation given runs side by side.
+    Qa {
+        /// The data set (../shared/data/squad2 or ../shared/data/hotpotqa).
+        path: PathBuf,
+        /// SQuAD 2.0: the articles to use, e.g. 1-8 (default: all).
+        #[arg(long)]
+        articles: Option<String>,
+        /// Only the first N questions.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Configurations side by side, comma-separated: full, no-grade, no-verify,
+        /// no-refine, no-reflect, no-retrieval, max-iterations=N (join with + to combine).
+        #[arg(long, value_delimiter = ',', default_value = "full")]
+        ablation: Vec<String>,
+        /// Write one JSON line per question and configuration to this file.
+        #[arg(long)]
+        per_question: Option<PathBuf>,
     },
 }
 
@@ -523,6 +627,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             engine.close()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Eval {
+            what:
+                EvalCommand::Qa {
+                    path,
+                    articles,
+                    limit,
+                    ablation,
+                    per_question,
+                },
+        } => {
+            let config = load_config(g)?;
+            let dirs = agents::agent_dirs(&config, Vec::new());
+            let engine = std::sync::Arc::new(open(g, config)?);
+            // Runs are scratch: keep them in memory, whatever the configured backend.
+            let o = ask::orchestrator(engine, neuralcore_mind::Mind::memory(), dirs)?;
+            qa::eval_qa(
+                g.json,
+                g.quiet,
+                &o,
+                &g.data_dir,
+                qa::QaArgs {
+                    path,
+                    articles,
+                    limit,
+                    ablations: ablation,
+                    per_question,
+                },
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Models { what } => models(g, what),
         Command::Tools {
             what: ToolsCommand::List,
@@ -560,6 +694,76 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     )
                 }
             }
+        }
+        Command::Calibrate {
+            data,
+            articles,
+            limit,
+            target_precision,
+            incorrect_precision,
+            dry_run,
+        } => {
+            let config = load_config(g)?;
+            let engine = open(g, config)?;
+            qa::calibrate(
+                g.json,
+                g.quiet,
+                &engine,
+                &g.data_dir,
+                qa::CalibrateArgs {
+                    data,
+                    articles,
+                    limit,
+                    target_precision,
+                    incorrect_precision,
+                    config_path: config_path(g),
+                    dry_run,
+                },
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ask {
+            question,
+            collection,
+            trace,
+            no_retrieval,
+            no_grade,
+            no_verify,
+            no_refine,
+            no_reflect,
+            max_iterations,
+            deadline_ms,
+            run_id,
+            dirs,
+        } => {
+            let config = load_config(g)?;
+            let dirs = agents::agent_dirs(&config, dirs);
+            let mind = agents::open_mind(&config, &g.data_dir)?;
+            let engine = std::sync::Arc::new(open(g, config)?);
+            let o = ask::orchestrator(engine, mind, dirs)?;
+            let switches = neuralcore_agents::Switches {
+                no_retrieval,
+                no_grade,
+                no_verify,
+                no_refine,
+                no_reflect,
+                skip_expensive: false,
+            };
+            ask::ask(
+                g.json,
+                &o,
+                ask::AskArgs {
+                    question,
+                    opts: neuralcore_agents::AskOptions {
+                        collection,
+                        switches,
+                        max_iterations,
+                        deadline_ms,
+                    },
+                    trace,
+                    run_id,
+                },
+            )
         }
         Command::Mind {
             what:

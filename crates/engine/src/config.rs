@@ -37,6 +37,99 @@ pub struct Config {
     pub mind: MindSettings,
     /// `[agents]`
     pub agents: AgentsConfig,
+    /// `[grade]`
+    pub grade: GradeConfig,
+    /// `[loop]`
+    #[serde(rename = "loop")]
+    pub control: LoopConfig,
+    /// `[llm]`: an OpenAI-compatible endpoint (none by default).
+    pub llm: neuralcore_llm::LlmConfig,
+    /// `[web]`: web search through SearxNG (off by default).
+    pub web: neuralcore_web::WebConfig,
+}
+
+/// `[grade]`: the CRAG evaluator that labels every retrieved chunk CORRECT, AMBIGUOUS or
+/// INCORRECT by a score and two thresholds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GradeConfig {
+    /// `auto` (the cross-encoder when its model is present, else `features`),
+    /// `cross-encoder`, `features` or `llm` (needs `[llm]`).
+    pub evaluator: String,
+    /// Chunks graded per sub-query (the top of the fused list).
+    pub top_k: usize,
+    /// Feature evaluator: intercept and one weight per feature (cosine, best_window,
+    /// chunk, rare_present, negation_mismatch, rank).
+    pub bias: f32,
+    /// See `bias`.
+    pub weights: Vec<f32>,
+    /// Feature evaluator: score ≥ upper is CORRECT, < lower INCORRECT, between AMBIGUOUS.
+    pub upper: f32,
+    /// See `upper`.
+    pub lower: f32,
+    /// The same two thresholds for the cross-encoder's score.
+    pub cross_upper: f32,
+    /// See `cross_upper`.
+    pub cross_lower: f32,
+}
+
+impl Default for GradeConfig {
+    fn default() -> Self {
+        GradeConfig {
+            evaluator: "auto".into(),
+            top_k: 10,
+            bias: -7.0,
+            weights: vec![3.0, 7.0, 1.0, 2.0, -1.0, 1.0],
+            upper: 0.6,
+            lower: 0.2,
+            cross_upper: 0.7,
+            cross_lower: 0.1,
+        }
+    }
+}
+
+/// `[loop]`: the control loop's budgets and stage settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoopConfig {
+    /// Most iterations of retrieve → grade → ... → reflect.
+    pub max_iterations: u32,
+    /// Deadline for a whole question, in milliseconds (0 = none).
+    pub deadline_ms: u64,
+    /// Most LLM tokens per question (0 = no limit).
+    pub max_tokens: u64,
+    /// Most LLM cost per question in USD (0 = no limit).
+    pub max_cost_usd: f64,
+    /// Chunks retrieved per sub-query before grading.
+    pub candidates: usize,
+    /// Completeness (share of the question's aspects the evidence covers) that ends
+    /// the loop.
+    pub completeness: f32,
+    /// Most sentences in an extractive answer.
+    pub answer_sentences: usize,
+    /// Strips kept by refinement.
+    pub strips: usize,
+    /// MMR trade-off between relevance (1) and novelty (0) for extractive answers.
+    pub mmr_lambda: f32,
+    /// An answer sentence whose support by its cited evidence is below this is removed.
+    pub support_threshold: f32,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            max_iterations: 3,
+            deadline_ms: 10_000,
+            max_tokens: 4096,
+            max_cost_usd: 0.0,
+            candidates: 20,
+            completeness: 0.8,
+            answer_sentences: 3,
+            strips: 8,
+            mmr_lambda: 0.7,
+            support_threshold: 0.5,
+        }
+    }
 }
 
 /// `[mind]`: where the blackboard lives.
@@ -433,6 +526,93 @@ max_value_bytes = 1048576
 # Folders of agent markdown files (*.md: YAML front matter + instructions). Files are
 # re-read when they change; a broken edit is rejected and the previous version kept.
 dirs = ["agents"]
+
+[grade]
+# The CRAG evaluator: "auto" (the cross-encoder when its model is pulled, else
+# "features"), "cross-encoder", "features" or "llm" (needs [llm]).
+evaluator = "auto"
+# Chunks graded per sub-query (the top of the fused list).
+top_k = 10
+# Feature evaluator: sigmoid(bias + weights . features), features in [0, 1]: cosine of
+# the sentence embeddings, weighted coverage of the question's rare terms by the best
+# sentence (with its neighbour), by the whole chunk, presence of the rarest term, and
+# a negation mismatch, and 1/(1 + rank) in the retrieval list. `neuralcore calibrate`
+# fits them on a labelled set.
+bias = -7.0
+weights = [3.0, 7.0, 1.0, 2.0, -1.0, 1.0]
+# score >= upper: CORRECT; score < lower: INCORRECT; between: AMBIGUOUS (verified).
+upper = 0.6
+lower = 0.2
+# The same thresholds for the cross-encoder's score.
+cross_upper = 0.7
+cross_lower = 0.1
+
+[loop]
+# Most iterations of retrieve -> grade -> verify -> refine -> generate -> reflect.
+max_iterations = 3
+# Deadline per question in milliseconds (0 = none); expensive stages are skipped first
+# when it runs short.
+deadline_ms = 10000
+# Most LLM tokens and cost (USD) per question (0 = no limit).
+max_tokens = 4096
+max_cost_usd = 0.0
+# Chunks retrieved per sub-query before grading.
+candidates = 20
+# Completeness (share of the question's aspects covered by kept evidence) that ends
+# the loop; below it, and within budget, the gaps drive another iteration.
+completeness = 0.8
+# Most sentences in an extractive answer (factual questions get one, comparisons and
+# multi-hop questions two), strips kept by refinement, and the MMR
+# trade-off between relevance (1) and novelty (0).
+answer_sentences = 3
+strips = 8
+mmr_lambda = 0.7
+# An answer sentence whose support by the evidence it cites is below this is removed.
+support_threshold = 0.5
+
+[llm]
+# An OpenAI-compatible chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp's
+# server, LM Studio): requests go to {base_url}/chat/completions. Empty = no LLM: the
+# engine answers extractively. E.g. "http://127.0.0.1:8080/v1".
+base_url = ""
+# Model name sent with each request (empty: not sent; single-model servers accept that).
+model = ""
+# API key: set api_key = "..." here, or leave it out and it is read from the
+# environment variable named by api_key_env (empty = never read the environment).
+api_key_env = "OPENAI_API_KEY"
+# Per attempt (whole response) and connect timeouts, in milliseconds.
+timeout_ms = 30000
+connect_timeout_ms = 2000
+# Retries on transient errors (connection refused, timeouts, 429, 5xx, malformed
+# replies), with exponential backoff from backoff_ms (with jitter), each wait capped
+# at max_backoff_ms (Retry-After is honoured up to that cap).
+max_retries = 2
+backoff_ms = 200
+max_backoff_ms = 10000
+temperature = 0.0
+# Cap on generated tokens per request (0 = the server decides).
+max_tokens = 512
+# Stream the reply (server-sent events).
+stream = false
+# USD per million prompt / completion tokens (0 = unpriced: no cost reported).
+price_input_per_mtok = 0.0
+price_output_per_mtok = 0.0
+
+[web]
+# A SearxNG instance used to verify AMBIGUOUS chunks (its JSON API must be enabled:
+# search.formats in its settings.yml). Empty = no web search.
+searxng_url = ""
+# Per request (search or page), in milliseconds.
+timeout_ms = 3000
+# Results kept per search; fetch and clean each result's page (else the snippet only);
+# largest page read, in bytes.
+max_results = 5
+fetch_pages = true
+max_page_bytes = 2097152
+# SearxNG categories and language ("" = not sent).
+categories = "general"
+language = "en"
+user_agent = "neuralcore/0.1.0"
 "#;
 
 const SECTIONS: &[&str] = &[
@@ -445,6 +625,10 @@ const SECTIONS: &[&str] = &[
     "rerank",
     "mind",
     "agents",
+    "grade",
+    "loop",
+    "llm",
+    "web",
 ];
 
 impl Config {
@@ -509,6 +693,42 @@ impl Config {
                 "ingest.chunk_tokens must be at least 8 (got {})",
                 self.ingest.chunk_tokens
             ));
+        }
+        let g = &self.grade;
+        if !["auto", "cross-encoder", "features", "llm"].contains(&g.evaluator.as_str()) {
+            return bad(format!(
+                "grade.evaluator must be auto, cross-encoder, features or llm (got {:?})",
+                g.evaluator
+            ));
+        }
+        if g.weights.len() != 6 {
+            return bad(format!(
+                "grade.weights needs 6 numbers (cosine, best_window, chunk, rare_present, \
+                 negation_mismatch, rank), got {}",
+                g.weights.len()
+            ));
+        }
+        for (lo, up, name) in [
+            (g.lower, g.upper, "grade.lower/upper"),
+            (
+                g.cross_lower,
+                g.cross_upper,
+                "grade.cross_lower/cross_upper",
+            ),
+        ] {
+            if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&up) || lo > up {
+                return bad(format!(
+                    "{name} must satisfy 0 <= lower <= upper <= 1 (got {lo}, {up})"
+                ));
+            }
+        }
+        if g.top_k == 0 || self.control.candidates == 0 || self.control.max_iterations == 0 {
+            return bad(
+                "grade.top_k, loop.candidates and loop.max_iterations must be at least 1".into(),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.control.mmr_lambda) {
+            return bad("loop.mmr_lambda must be in [0, 1]".into());
         }
         if self.ingest.chunk_overlap * 2 > self.ingest.chunk_tokens {
             return bad("ingest.chunk_overlap must be at most half of ingest.chunk_tokens".into());

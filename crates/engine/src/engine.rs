@@ -339,6 +339,25 @@ impl Engine {
         Ok(self.keyword_index(collection)?.analyze(text))
     }
 
+    /// The distinct analyzed terms of `text`, in order of first appearance, with their
+    /// BM25 inverse document frequency in `collection` (how rare, so how telling, each
+    /// word is there).
+    pub fn term_weights(
+        &self,
+        collection: &str,
+        text: &str,
+    ) -> Result<Vec<(String, f32)>, EngineError> {
+        let idx = self.keyword_index(collection)?;
+        let mut terms: Vec<String> = Vec::new();
+        for (t, _, _) in idx.analyze(text) {
+            if !terms.contains(&t) {
+                terms.push(t);
+            }
+        }
+        let idf = idx.idf(&terms)?;
+        Ok(terms.into_iter().zip(idf).collect())
+    }
+
     /// Delete a collection and its index.
     pub fn drop_collection(&self, name: &str) -> Result<(), EngineError> {
         self.collection(name)?;

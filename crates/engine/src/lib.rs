@@ -17,8 +17,8 @@ mod search;
 mod vectors;
 
 pub use config::{
-    AgentsConfig, Config, EmbeddingConfig, Fusion, IngestConfig, KeywordConfig, MindSettings,
-    RerankConfig, SearchConfig, SearchMode, VectorConfig, TEMPLATE,
+    AgentsConfig, Config, EmbeddingConfig, Fusion, GradeConfig, IngestConfig, KeywordConfig,
+    LoopConfig, MindSettings, RerankConfig, SearchConfig, SearchMode, VectorConfig, TEMPLATE,
 };
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};

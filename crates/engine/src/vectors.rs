@@ -158,6 +158,29 @@ impl Engine {
         Ok(v)
     }
 
+    /// Cosine similarity of `query` to each chunk, from the vectors in the collection's
+    /// index (vectors are unit length); `None` without a model or for a chunk with no
+    /// vector.
+    pub fn chunk_similarities(
+        &self,
+        collection: &str,
+        query: &str,
+        chunks: &[(DocKey, u32)],
+    ) -> Result<Vec<Option<f32>>, EngineError> {
+        let Some(index) = self.vector_index(collection)? else {
+            return Ok(vec![None; chunks.len()]);
+        };
+        let q = self.query_vector(query)?;
+        Ok(chunks
+            .iter()
+            .map(|(d, o)| {
+                index
+                    .vector(*d, *o)
+                    .map(|v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
+            })
+            .collect())
+    }
+
     /// Forget cached query vectors (so a benchmark's latencies include embedding).
     pub fn clear_query_cache(&self) {
         let mut c = self.query_cache.lock().expect("query cache lock");

@@ -7,7 +7,7 @@ use thiserror::Error;
 
 /// What can go wrong while loading an evaluation dataset.
 ///
-/// Every variant names the file (and, for parse errors, the 1-based line number) so the
+/// Every variant names the file (and, for parse errors, the line number or JSON location) so the
 /// message can be shown to a user as-is.
 #[derive(Debug, Error)]
 pub enum EvalError {
@@ -57,6 +57,46 @@ pub enum EvalError {
         /// 1-based line number.
         line: usize,
         /// What is wrong with the line.
+        message: String,
+    },
+    /// A whole-file JSON document is not valid JSON.
+    #[error("{}:{line}:{column}: not valid JSON: {message}", path.display())]
+    InvalidJson {
+        /// The file being read.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// What the parser found wrong.
+        message: String,
+    },
+    /// A JSON file is valid JSON but not shaped as the dataset format requires (a missing
+    /// field, a wrong type, an answer offset past the end of its context, ...).
+    #[error("{}: {at}: {message}", path.display())]
+    BadShape {
+        /// The file being read.
+        path: PathBuf,
+        /// Where in the document, e.g. `data[0].paragraphs[3].qas[1].answers[0]`, or
+        /// `top level`.
+        at: String,
+        /// What is wrong there.
+        message: String,
+    },
+    /// A file or folder is in none of the known dataset formats.
+    #[error("{}: unknown QA dataset format: {message}", path.display())]
+    UnknownFormat {
+        /// The file or folder given.
+        path: PathBuf,
+        /// What was looked for and found.
+        message: String,
+    },
+    /// A selection asked of a loader (such as a range of articles) does not fit the data.
+    #[error("{}: {message}", path.display())]
+    InvalidSelection {
+        /// The file being read.
+        path: PathBuf,
+        /// What was asked and what the file has.
         message: String,
     },
     /// Reading a file or listing a folder failed (permissions, invalid UTF-8, ...).

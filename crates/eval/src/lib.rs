@@ -1,7 +1,7 @@
-//! Retrieval evaluation for neuralcore.
+//! Retrieval and question-answering evaluation for neuralcore.
 //!
 //! This crate is a pure library: it does no store access and contains no CLI code.
-//! It provides two things:
+//! It provides three things:
 //!
 //! * [`beir`]: loading of a dataset in the [BEIR](https://github.com/beir-cellar/beir)
 //!   folder layout (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`). The corpus is
@@ -10,6 +10,10 @@
 //!   the same definitions as `trec_eval` / `pytrec_eval` (which BEIR uses), a per-query
 //!   [`QueryMetrics`] bundle, and a [`Summary`] (means plus latency percentiles) with
 //!   plain-text table rendering ([`Summary::table`], [`side_by_side`]).
+//! * [`qa`]: question answering: SQuAD 2.0 and HotpotQA loaded into one model
+//!   ([`QaSet`]), written as a BEIR-style corpus for ingestion ([`write_corpus_jsonl`]),
+//!   and answer / abstention / citation / evidence metrics over the engine's outcomes
+//!   ([`score`] → [`QaReport`], [`render_side_by_side`]).
 //!
 //! A typical evaluation loop:
 //!
@@ -39,10 +43,16 @@
 pub mod beir;
 pub mod error;
 pub mod metrics;
+pub mod qa;
 
 pub use beir::{available_splits, BeirDataset, Qrels, Query};
 pub use error::EvalError;
 pub use metrics::{
     hit_at_k, mrr_at_k, ndcg_at_k, percentile_nearest_rank, precision_at_k, recall_at_k,
     side_by_side, QueryMetrics, Summary,
+};
+pub use qa::{
+    answer_contains, citation_correct, load_hotpotqa, load_qa, load_squad2, normalize_answer,
+    render_side_by_side, score, split_sentences, write_corpus_jsonl, Citation, QaOutcome,
+    QaPassage, QaQuestion, QaReport, QaSet, Support, KNOWN_QA_FILES,
 };

@@ -258,6 +258,21 @@ impl KeywordIndex {
         out
     }
 
+    /// The BM25 inverse document frequency, `ln(1 + (N - df + 0.5) / (df + 0.5))`, of
+    /// each analyzed term in the body field (a term no chunk holds gets the largest
+    /// value, as if `df` were 0). Deleted chunks still count until segments merge.
+    pub fn idf(&self, terms: &[String]) -> Result<Vec<f32>, IndexError> {
+        let searcher = self.reader.searcher();
+        let n = searcher.num_docs() as f32;
+        terms
+            .iter()
+            .map(|t| {
+                let df = searcher.doc_freq(&Term::from_field_text(self.f_body, t))? as f32;
+                Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+            })
+            .collect()
+    }
+
     /// `tf / (tf + norm[id])` for tf = 1..=TF_TABLE, cached per (k1, b, avgdl): the
     /// statistics change only at commits, so queries share one table.
     fn tf_table(&self, k1: f32, b: f32, avgdl: f32, norm: &[f32; 256]) -> Arc<TfTable> {

@@ -705,6 +705,15 @@ impl VectorIndex {
         g.params.ef_search = ef.max(1);
     }
 
+    /// The stored vector of a chunk, if it has a live one.
+    pub fn vector(&self, doc: DocKey, ordinal: u32) -> Option<Vec<f32>> {
+        let g = self.graph.read().expect("vector index lock");
+        let node = *g.live.get(&(doc, ordinal))? as usize;
+        g.vectors
+            .get(node * g.dim..(node + 1) * g.dim)
+            .map(<[f32]>::to_vec)
+    }
+
     /// Whether a chunk has a live vector.
     pub fn contains(&self, doc: DocKey, ordinal: u32) -> bool {
         self.graph

@@ -158,6 +158,16 @@ fn pack(units: &[Unit], target: usize, overlap: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// Byte spans of the sentences (and lines) of `text`, trimmed, in order; a sentence
+/// longer than `max_tokens` is cut at word boundaries. The same splitter the chunker
+/// packs, for callers that score sentences ("strips") of a chunk.
+pub fn sentence_spans(text: &str, max_tokens: usize) -> Vec<(usize, usize)> {
+    split_units(text, 0, text.len(), max_tokens.max(1))
+        .into_iter()
+        .map(|u| (u.start, u.end))
+        .collect()
+}
+
 /// Split `text[s..e]` into sentence/line units; units over `target` tokens are cut at
 /// word boundaries.
 fn split_units(text: &str, s: usize, e: usize, target: usize) -> Vec<Unit> {

@@ -9,8 +9,9 @@ pub mod loaders;
 pub mod testdata;
 pub mod walk;
 
-pub use chunk::{ChunkSpan, Chunker, SentenceChunker};
+pub use chunk::{sentence_spans, ChunkSpan, Chunker, SentenceChunker};
 pub use loaders::{
-    loader_for, loaders, LoadError, LoadReport, LoadedDoc, Loader, LoaderOptions, SourceInput,
+    html_to_text, loader_for, loaders, LoadError, LoadReport, LoadedDoc, Loader, LoaderOptions,
+    SourceInput,
 };
 pub use walk::{walk, WalkEntry, WalkOptions};

@@ -175,7 +175,13 @@ impl RedbMind {
 impl RawMind for RedbMind {
     fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>> {
         let _w = self.write.lock().map_err(poisoned)?;
-        let txn = self.db.begin_write().map_err(be)?;
+        let mut txn = self.db.begin_write().map_err(be)?;
+        // A run's keys are scratch: commit them without waiting for the disk (redb stays
+        // consistent after a crash; the last such commits may be rolled back). Global
+        // keys are durable at once.
+        if puts.iter().all(|p| matches!(p.layer, Layer::Run(_))) {
+            txn.set_durability(redb::Durability::Eventual);
+        }
         let mut out = Vec::with_capacity(puts.len());
         let mut changes = Vec::new();
         {
@@ -271,7 +277,10 @@ impl RawMind for RedbMind {
     fn delete(&self, layer: &Layer, key: &str, now_ms: u64) -> MindResult<bool> {
         let _w = self.write.lock().map_err(poisoned)?;
         let full = format!("{}{key}", layer_prefix(layer));
-        let txn = self.db.begin_write().map_err(be)?;
+        let mut txn = self.db.begin_write().map_err(be)?;
+        if matches!(layer, Layer::Run(_)) {
+            txn.set_durability(redb::Durability::Eventual);
+        }
         let was_live = {
             let mut t = txn.open_table(TABLE).map_err(be)?;
             let removed = t.remove(full.as_str()).map_err(be)?;
@@ -294,7 +303,10 @@ impl RawMind for RedbMind {
     fn drop_layer(&self, layer: &Layer, now_ms: u64) -> MindResult<usize> {
         let _w = self.write.lock().map_err(poisoned)?;
         let lp = layer_prefix(layer);
-        let txn = self.db.begin_write().map_err(be)?;
+        let mut txn = self.db.begin_write().map_err(be)?;
+        if matches!(layer, Layer::Run(_)) {
+            txn.set_durability(redb::Durability::Eventual);
+        }
         let mut n = 0;
         {
             let mut t = txn.open_table(TABLE).map_err(be)?;

@@ -36,6 +36,18 @@ impl Loader for HtmlLoader {
     }
 }
 
+/// Turn an HTML page (already decoded to text) into its title and main text, cleaned as
+/// the HTML loader cleans files: scripts, styles, navigation and hidden parts removed,
+/// paragraphs separated by blank lines, text normalized. The title is the page's
+/// `<title>`, else its first `<h1>`, else `default_title`.
+///
+/// Used for pages that come from elsewhere than a file (web search results, say).
+/// Fails with [`LoadError::Empty`] when the page holds no text.
+pub fn html_to_text(source: &str, default_title: &str) -> Result<(String, String), LoadError> {
+    let doc = html_to_doc(source, default_title)?;
+    Ok((doc.title, doc.text))
+}
+
 /// Turn an HTML page into one document.
 fn html_to_doc(source: &str, default_title: &str) -> Result<LoadedDoc, LoadError> {
     let root = parse(source);

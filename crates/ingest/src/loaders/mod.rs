@@ -20,6 +20,8 @@ mod markdown;
 mod pdf;
 mod txt;
 
+pub use html::html_to_text;
+
 /// One document produced by a loader.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedDoc {

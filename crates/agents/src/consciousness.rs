@@ -1,0 +1,616 @@
+//! Consciousness: the control loop that answers a question.
+//!
+//! ```text
+//! OBSERVE → DECIDE → PLAN → RETRIEVE (every sub-query) → GRADE → VERIFY → REFINE → REFLECT
+//!    ↑                                                                         │
+//!    └──────────── insufficient, within budget: the gaps are the next focus ───┘
+//!                                 sufficient, out of budget or nothing new: GENERATE → CHECK
+//! ```
+//!
+//! Each stage is a role, run by whichever agents (markdown files) take it, or, when no
+//! agent file takes a role, by every registered tool that fills it: the controller never
+//! names a tool. All state lives on the run's Mind scope; the controller reads it by key
+//! patterns (`*.decision`, `*.plan`, `*.verdicts`, `*.report`, `*.answer`) and writes
+//! only `input.*` and `loop.*`. Retrieval for each sub-query runs the retrieval roles
+//! (`retrieve`, `fuse`, `rerank`) in a child run scope of its own.
+//!
+//! Budgets: iterations, a deadline, LLM tokens and cost. When time runs short the
+//! expensive stages go first (web verification and LLM calls are skipped, generation
+//! falls back to extractive), then further iterations; the answer is always produced
+//! from what is kept so far, or the engine abstains.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use neuralcore_core::parse_doc_id;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::agent::AgentContext;
+use crate::crag::{
+    latest, Answer, AnswerSentence, Candidate, Decision, Graded, Plan, Reflection, Switches,
+};
+use crate::orchestrator::{final_chunks, Orchestrator, RoleReport, RETRIEVAL_ROLES};
+use crate::tool::{Cancel, ToolResult, ToolStatus};
+use crate::AgentError;
+
+/// Version of the `ask --json` output.
+pub const SCHEMA: &str = "neuralcore.ask/v1";
+
+/// Longest question accepted, in bytes.
+pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
+
+/// How to answer.
+#[derive(Debug, Clone, Default)]
+pub struct AskOptions {
+    /// The collection to search.
+    pub collection: String,
+    /// Ablations.
+    pub switches: Switches,
+    /// Overrides `loop.max_iterations`.
+    pub max_iterations: Option<u32>,
+    /// Overrides `loop.deadline_ms` (0 = none).
+    pub deadline_ms: Option<u64>,
+}
+
+/// One stage of one iteration.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageTrace {
+    /// The role.
+    pub stage: String,
+    /// Wall time.
+    pub ms: f64,
+    /// Why it did not run, if it did not.
+    pub skipped: Option<String>,
+    /// What each tool did.
+    pub results: Vec<ToolResult>,
+}
+
+/// One iteration of the loop.
+#[derive(Debug, Clone, Serialize)]
+pub struct IterationTrace {
+    /// From 1.
+    pub n: u32,
+    /// What the blackboard held when it began (key count per namespace).
+    pub observed: BTreeMap<String, usize>,
+    /// The retrieve-or-not decision.
+    pub decision: Option<Decision>,
+    /// The plan.
+    pub plan: Option<Plan>,
+    /// Sub-queries retrieved for.
+    pub queries: Vec<String>,
+    /// Stages, in order.
+    pub stages: Vec<StageTrace>,
+    /// Reflection's findings.
+    pub reflection: Option<Reflection>,
+    /// Wall time.
+    pub ms: f64,
+}
+
+/// A citation as `ask` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CitationOut {
+    /// The number in the answer text.
+    pub n: usize,
+    /// Document id.
+    pub doc: String,
+    /// `<doc>#<ordinal>`.
+    pub chunk: String,
+    /// Chunk ordinal.
+    pub ordinal: u32,
+    /// Document title.
+    pub title: String,
+    /// Character span `[start, end)` in the document's text.
+    pub span: (u64, u64),
+    /// The cited text.
+    pub text: String,
+    /// Where the document came from (path or URI).
+    pub source: Option<String>,
+    /// Position inside the source (`line 12`), if any.
+    pub locator: Option<String>,
+    /// The id the source gives the document, if any.
+    pub external_id: Option<String>,
+}
+
+/// LLM use.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Cost {
+    /// LLM tokens (prompt + completion).
+    pub tokens: u64,
+    /// USD, when the endpoint is priced.
+    pub usd: f64,
+}
+
+/// Budgets and their use.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BudgetUse {
+    /// Iterations allowed.
+    pub max_iterations: u32,
+    /// Iterations run.
+    pub iterations: u32,
+    /// Deadline in ms (None = none).
+    pub deadline_ms: Option<u64>,
+    /// Time used.
+    pub elapsed_ms: f64,
+    /// Tokens allowed (None = no limit).
+    pub max_tokens: Option<u64>,
+    /// Cost allowed (None = no limit).
+    pub max_cost_usd: Option<f64>,
+    /// Why the loop stopped.
+    pub stopped: String,
+    /// Stages skipped to stay within budget.
+    pub skipped: Vec<String>,
+}
+
+/// Everything `ask` reports (the `--json` schema, see `docs/ask-json.md`).
+#[derive(Debug, Clone, Serialize)]
+pub struct AskReport {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// The question.
+    pub question: String,
+    /// The collection.
+    pub collection: String,
+    /// The run id (its Mind scope).
+    pub run_id: String,
+    /// The answer text with `[n]` markers (or the abstention).
+    pub answer: String,
+    /// The engine declined to answer for lack of evidence.
+    pub abstained: bool,
+    /// `extractive`, `llm`, `direct`, `model-only` or `abstain`.
+    pub method: String,
+    /// Confidence in [0, 1]: the grader's mean score of the cited chunks times the
+    /// completeness of the evidence (0 when abstaining).
+    pub confidence: f32,
+    /// A note: why it abstained, or how it degraded.
+    pub note: Option<String>,
+    /// The answer's sentences with their citations and support scores.
+    pub sentences: Vec<AnswerSentence>,
+    /// The cited sources.
+    pub citations: Vec<CitationOut>,
+    /// Every graded chunk with its verdict, score and reason.
+    pub verdicts: Vec<Graded>,
+    /// The loop, iteration by iteration.
+    pub iterations: Vec<IterationTrace>,
+    /// Generation and the support check.
+    pub finish: Vec<StageTrace>,
+    /// The decisions taken, in order, one line each.
+    pub decisions: Vec<String>,
+    /// What is missing (reflection's gaps).
+    pub missing: Vec<String>,
+    /// Failures of tools (the run went on without them).
+    pub failures: Vec<String>,
+    /// LLM tokens and cost.
+    pub cost: Cost,
+    /// Budget use.
+    pub budget: BudgetUse,
+}
+
+impl Orchestrator {
+    /// Answer `question` with the control loop in the run scope `run_id`.
+    pub fn ask(
+        &self,
+        run_id: &str,
+        question: &str,
+        opts: &AskOptions,
+    ) -> Result<AskReport, AgentError> {
+        let start = Instant::now();
+        if question.trim().is_empty() {
+            return Err(AgentError::Invalid("the question is empty".into()));
+        }
+        if question.len() > MAX_QUESTION_BYTES {
+            return Err(AgentError::Invalid(format!(
+                "the question is {} bytes; the longest accepted is {MAX_QUESTION_BYTES} \
+                 (ask about a part of it, or ingest the text and ask about it)",
+                question.len()
+            )));
+        }
+        let question = question.trim();
+        let cfg = self.services.engine.config().control.clone();
+        let max_iterations = opts.max_iterations.unwrap_or(cfg.max_iterations).max(1);
+        let deadline_ms = opts.deadline_ms.unwrap_or(cfg.deadline_ms);
+        let deadline = (deadline_ms > 0).then(|| start + Duration::from_millis(deadline_ms));
+        let max_tokens = (cfg.max_tokens > 0).then_some(cfg.max_tokens);
+        let max_cost = (cfg.max_cost_usd > 0.0).then_some(cfg.max_cost_usd);
+
+        let scope = self.mind.run(run_id)?;
+        let me = "consciousness";
+        let mut switches = opts.switches;
+        scope.write("input.query", json!(question), me, None)?;
+        scope.write("input.collection", json!(opts.collection), me, None)?;
+        scope.write("loop.switches", json!(switches), me, None)?;
+        scope.write("loop.tried", json!([]), me, None)?;
+        let cancel = Cancel::default();
+        let ctx = AgentContext {
+            mind: &scope,
+            services: &self.services,
+            deadline,
+            cancel: &cancel,
+        };
+        let mut cost = Cost::default();
+        let mut failures = Vec::new();
+        let mut decisions = Vec::new();
+        let mut skipped = Vec::new();
+        let mut iterations = Vec::new();
+        let mut tried: Vec<String> = Vec::new();
+        let mut stopped = String::from("max iterations reached");
+        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let short_of_time = |frac: f64| {
+            remaining().is_some_and(|r| r.as_secs_f64() * 1e3 < frac * deadline_ms as f64)
+        };
+
+        for n in 1..=max_iterations {
+            let it_start = Instant::now();
+            scope.write("loop.iteration", json!(n), me, None)?;
+            scope.write(
+                "loop.budget",
+                json!({
+                    "tokens": max_tokens.map(|m| m.saturating_sub(cost.tokens)),
+                    "cost_usd": max_cost.map(|m| (m - cost.usd).max(0.0)),
+                }),
+                me,
+                None,
+            )?;
+            // OBSERVE: what the blackboard holds, by key, whoever wrote it.
+            let mut observed: BTreeMap<String, usize> = BTreeMap::new();
+            for k in scope.list_keys("*")? {
+                let ns = k.split_once('.').map(|x| x.0).unwrap_or(&k).to_string();
+                *observed.entry(ns).or_default() += 1;
+            }
+            let mut it = IterationTrace {
+                n,
+                observed,
+                decision: None,
+                plan: None,
+                queries: Vec::new(),
+                stages: Vec::new(),
+                reflection: None,
+                ms: 0.0,
+            };
+            let stage = |it: &mut IterationTrace,
+                         role: &str,
+                         cost: &mut Cost,
+                         failures: &mut Vec<String>| {
+                let t = Instant::now();
+                let r = self.run_role(&ctx, role);
+                it.stages.push(trace(role, t, &r, cost, failures));
+            };
+
+            // DECIDE
+            stage(&mut it, "decide", &mut cost, &mut failures);
+            let decision = latest::<Decision>(&scope, "decision")?
+                .filter(|d| d.iteration == n)
+                .map(|d| d.data);
+            it.decision = decision.clone();
+            let retrieve = decision.as_ref().is_none_or(|d| d.retrieve);
+            if let Some(d) = &decision {
+                decisions.push(format!("iteration {n}: {}: {}", d.kind, d.reason));
+            }
+            if !retrieve {
+                stopped = format!(
+                    "no retrieval: {}",
+                    decision.map(|d| d.reason).unwrap_or_default()
+                );
+                it.ms = ms(it_start);
+                iterations.push(it);
+                break;
+            }
+
+            // PLAN
+            stage(&mut it, "plan", &mut cost, &mut failures);
+            let plan = latest::<Plan>(&scope, "plan")?
+                .filter(|p| p.iteration == n)
+                .map(|p| p.data);
+            let mut queries: Vec<String> = match &plan {
+                Some(p) => p.queries.clone(),
+                None if n == 1 => vec![question.to_string()],
+                None => Vec::new(),
+            };
+            queries.retain(|q| !q.trim().is_empty() && !tried.contains(q));
+            it.plan = plan;
+            if queries.is_empty() {
+                stopped = "nothing new to look for".into();
+                it.ms = ms(it_start);
+                iterations.push(it);
+                break;
+            }
+            if let Some(p) = &it.plan {
+                decisions.push(format!(
+                    "iteration {n}: plan: {} ({}), {} queries: {}",
+                    p.task,
+                    p.complexity,
+                    queries.len(),
+                    p.reason
+                ));
+            }
+
+            // RETRIEVE, each sub-query in a child scope of its own.
+            let t = Instant::now();
+            let mut results = Vec::new();
+            let mut candidates: Vec<Candidate> = Vec::new();
+            for (j, q) in queries.iter().enumerate() {
+                let child_id = format!("{run_id}-i{n}q{j}");
+                let child = self.mind.run(&child_id)?;
+                child.write("input.query", json!(q), me, None)?;
+                child.write("input.collection", json!(opts.collection), me, None)?;
+                let cctx = AgentContext {
+                    mind: &child,
+                    services: &self.services,
+                    deadline,
+                    cancel: &cancel,
+                };
+                for role in RETRIEVAL_ROLES {
+                    let r = self.run_role(&cctx, role);
+                    for res in r.results() {
+                        note_failure(res, &mut failures);
+                        results.push(res.clone());
+                    }
+                }
+                if let Some((_, hits)) = final_chunks(&child)? {
+                    let top_k = self.services.engine.config().grade.top_k;
+                    for (rank, h) in hits.into_iter().take(top_k).enumerate() {
+                        candidates.push(Candidate {
+                            doc: neuralcore_core::doc_id(h.doc),
+                            ordinal: h.ordinal,
+                            score: h.score,
+                            rank,
+                            query: q.clone(),
+                            iteration: n,
+                        });
+                    }
+                }
+                self.mind.drop_run(&child_id)?;
+            }
+            tried.extend(queries.iter().cloned());
+            scope.write("loop.tried", json!(tried), me, None)?;
+            scope.write("loop.candidates", json!(candidates), me, None)?;
+            it.stages.push(StageTrace {
+                stage: "retrieve".into(),
+                ms: ms(t),
+                skipped: None,
+                results,
+            });
+            it.queries = queries;
+
+            // GRADE, VERIFY, REFINE
+            stage(&mut it, "grade", &mut cost, &mut failures);
+            if !switches.skip_expensive && short_of_time(0.5) {
+                switches.skip_expensive = true;
+                scope.write("loop.switches", json!(switches), me, None)?;
+                skipped.push(format!(
+                    "iteration {n}: web verification and LLM calls (deadline)"
+                ));
+                decisions.push(format!(
+                    "iteration {n}: budget: less than half the deadline left, expensive stages skipped"
+                ));
+            }
+            if switches.no_verify {
+                it.stages
+                    .push(skipped_stage("verify", "switched off (--no-verify)"));
+            } else {
+                stage(&mut it, "verify", &mut cost, &mut failures);
+            }
+            stage(&mut it, "refine", &mut cost, &mut failures);
+
+            // REFLECT
+            if switches.no_reflect {
+                it.stages
+                    .push(skipped_stage("reflect", "switched off (--no-reflect)"));
+                stopped = "reflection off: one iteration".into();
+                it.ms = ms(it_start);
+                iterations.push(it);
+                break;
+            }
+            stage(&mut it, "reflect", &mut cost, &mut failures);
+            let r = latest::<Reflection>(&scope, "report")?
+                .filter(|r| r.iteration == n)
+                .map(|r| r.data);
+            it.reflection = r.clone();
+            it.ms = ms(it_start);
+            let it_ms = it.ms;
+            iterations.push(it);
+            let Some(r) = r else {
+                stopped = "no reflection".into();
+                break;
+            };
+            decisions.push(format!("iteration {n}: reflect: {}", r.reason));
+            if r.sufficient {
+                stopped = "evidence sufficient".into();
+                break;
+            }
+            if r.next_queries.is_empty() {
+                stopped = "insufficient, and nothing new to look for".into();
+                break;
+            }
+            if n == max_iterations {
+                stopped = "max iterations reached".into();
+                break;
+            }
+            if remaining().is_some_and(|left| left.as_secs_f64() * 1e3 < it_ms) {
+                stopped = "deadline: no time for another iteration".into();
+                skipped.push(format!("iteration {}: deadline", n + 1));
+                break;
+            }
+            if max_tokens.is_some_and(|m| cost.tokens >= m)
+                || max_cost.is_some_and(|m| cost.usd >= m)
+            {
+                stopped = "LLM budget spent".into();
+                break;
+            }
+        }
+        decisions.push(format!("stop: {stopped}"));
+
+        // GENERATE, then CHECK claim support.
+        scope.write(
+            "loop.budget",
+            json!({
+                "tokens": max_tokens.map(|m| m.saturating_sub(cost.tokens)),
+                "cost_usd": max_cost.map(|m| (m - cost.usd).max(0.0)),
+            }),
+            me,
+            None,
+        )?;
+        if !switches.skip_expensive && short_of_time(0.2) {
+            switches.skip_expensive = true;
+            scope.write("loop.switches", json!(switches), me, None)?;
+            skipped.push("generation: LLM (deadline)".into());
+        }
+        let mut finish = Vec::new();
+        for role in ["generate", "check"] {
+            let t = Instant::now();
+            let r = self.run_role(&ctx, role);
+            finish.push(trace(role, t, &r, &mut cost, &mut failures));
+        }
+        let answer: Answer = latest::<Answer>(&scope, "answer")?
+            .map(|a| a.data)
+            .unwrap_or_else(|| Answer {
+                method: "abstain".into(),
+                note: Some("no generator produced an answer".into()),
+                ..Default::default()
+            });
+        if let Some(n) = &answer.note {
+            decisions.push(format!("generate: {n}"));
+        }
+        let verdicts: Vec<Graded> = latest::<Vec<Graded>>(&scope, "verdicts")?
+            .map(|r| r.data)
+            .unwrap_or_default();
+        let last_reflection = iterations.iter().rev().find_map(|i| i.reflection.clone());
+        let abstained = answer.method == "abstain";
+        let citations = self.citations_out(&opts.collection, &answer)?;
+        let confidence = if abstained {
+            0.0
+        } else {
+            let scores: Vec<f32> = citations
+                .iter()
+                .filter_map(|c| {
+                    verdicts
+                        .iter()
+                        .find(|g| g.doc == c.doc && g.ordinal == c.ordinal)
+                        .map(|g| g.score)
+                })
+                .collect();
+            let mean = if scores.is_empty() {
+                1.0
+            } else {
+                scores.iter().sum::<f32>() / scores.len() as f32
+            };
+            (mean * last_reflection.as_ref().map_or(1.0, |r| r.completeness)).clamp(0.0, 1.0)
+        };
+        let text = if abstained {
+            let why = answer
+                .note
+                .clone()
+                .unwrap_or_else(|| "no kept evidence".into());
+            if why.starts_with("Insufficient evidence") {
+                why
+            } else {
+                format!("Insufficient evidence: {why}.")
+            }
+        } else {
+            answer.text()
+        };
+        Ok(AskReport {
+            schema: SCHEMA,
+            question: question.to_string(),
+            collection: opts.collection.clone(),
+            run_id: run_id.to_string(),
+            answer: text,
+            abstained,
+            method: answer.method.clone(),
+            confidence,
+            note: answer.note.clone(),
+            sentences: answer.sentences.clone(),
+            citations,
+            verdicts,
+            budget: BudgetUse {
+                max_iterations,
+                iterations: iterations.len() as u32,
+                deadline_ms: (deadline_ms > 0).then_some(deadline_ms),
+                elapsed_ms: ms(start),
+                max_tokens,
+                max_cost_usd: max_cost,
+                stopped,
+                skipped,
+            },
+            iterations,
+            finish,
+            decisions,
+            missing: last_reflection.map(|r| r.gaps).unwrap_or_default(),
+            failures,
+            cost,
+        })
+    }
+
+    fn citations_out(&self, collection: &str, a: &Answer) -> Result<Vec<CitationOut>, AgentError> {
+        let store = self.services.engine.store();
+        let mut out = Vec::new();
+        for c in &a.citations {
+            let prov = parse_doc_id(&c.doc)
+                .map(|k| store.document(collection, k))
+                .transpose()
+                .map_err(|e| AgentError::Tool(e.to_string()))?
+                .flatten()
+                .and_then(|d| d.provenance.into_iter().next());
+            out.push(CitationOut {
+                n: c.n,
+                doc: c.doc.clone(),
+                chunk: format!("{}#{}", c.doc, c.ordinal),
+                ordinal: c.ordinal,
+                title: c.title.clone(),
+                span: c.span,
+                text: c.text.clone(),
+                source: prov.as_ref().map(|p| p.uri.clone()),
+                locator: prov.as_ref().and_then(|p| p.locator.clone()),
+                external_id: prov.and_then(|p| p.external_id),
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn skipped_stage(role: &str, why: &str) -> StageTrace {
+    StageTrace {
+        stage: role.into(),
+        ms: 0.0,
+        skipped: Some(why.into()),
+        results: Vec::new(),
+    }
+}
+
+fn note_failure(r: &ToolResult, failures: &mut Vec<String>) {
+    if let ToolStatus::Failed { transient } = r.status {
+        failures.push(format!(
+            "{}: {}{}",
+            r.tool,
+            r.message,
+            if transient { " (transient)" } else { "" }
+        ));
+    }
+}
+
+fn trace(
+    role: &str,
+    t: Instant,
+    r: &RoleReport,
+    cost: &mut Cost,
+    failures: &mut Vec<String>,
+) -> StageTrace {
+    let results: Vec<ToolResult> = r.results().cloned().collect();
+    for res in &results {
+        cost.tokens += res.metrics.tokens;
+        cost.usd += res.metrics.cost_usd;
+        note_failure(res, failures);
+    }
+    StageTrace {
+        stage: role.into(),
+        ms: ms(t),
+        skipped: results
+            .is_empty()
+            .then(|| "no agent or tool takes this role".to_string()),
+        results,
+    }
+}

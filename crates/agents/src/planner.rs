@@ -1,0 +1,266 @@
+//! Deterministic query planning: task type, complexity, sub-queries (one per side of a
+//! comparison, the relative clause of a multi-hop question, keyword variants), and the
+//! names a second hop can follow.
+
+use crate::crag::Plan;
+
+/// Words that only shape a question.
+const FILLER: &[&str] = &[
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
+    "were", "do", "does", "did", "the", "a", "an", "of", "in", "on", "to", "for", "and", "or",
+    "that", "this", "it", "its", "by", "with", "from", "as", "at", "be", "been", "can", "could",
+];
+
+/// Plan a question without a model.
+pub fn plan(query: &str) -> Plan {
+    let q = query.trim();
+    let lower = q.to_lowercase();
+    let words = q.split_whitespace().count();
+    let mut queries = vec![q.to_string()];
+    let mut reason = String::from("the question as asked");
+    let task = if crate::intent::classify(q).is_some() {
+        "chit-chat"
+    } else if let Some((a, b)) = comparison_sides(q) {
+        for side in [&a, &b] {
+            let other = if side == &a { &b } else { &a };
+            let sub = q.replace(other.as_str(), " ");
+            queries.push(collapse(&sub));
+        }
+        reason = format!("comparison: one query per side ({a:?}, {b:?})");
+        "comparison"
+    } else if lower.starts_with("summarize")
+        || lower.starts_with("summarise")
+        || lower.contains("overview of")
+        || lower.starts_with("what is known about")
+    {
+        "summary"
+    } else if lower.starts_with("how do i")
+        || lower.starts_with("how to")
+        || lower.starts_with("how can i")
+        || lower.contains("steps to")
+    {
+        "procedural"
+    } else if let Some(inner) = relative_clause(q) {
+        reason = format!("multi-hop: the relative clause {inner:?} is the first hop");
+        queries.push(inner);
+        "multi-hop"
+    } else {
+        "factual"
+    };
+    let complexity = match (words, queries.len()) {
+        (_, n) if n > 2 => "high",
+        (w, _) if w > 25 => "high",
+        (w, n) if w > 12 || n > 1 => "medium",
+        _ => "low",
+    };
+    if complexity == "high" {
+        let kw = keywords(q);
+        if !kw.is_empty() && kw != q {
+            queries.push(kw);
+        }
+    }
+    queries.dedup();
+    Plan {
+        task: task.into(),
+        complexity: complexity.into(),
+        queries,
+        reason,
+    }
+}
+
+fn collapse(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The content words of a question (a keyword variant).
+pub fn keywords(q: &str) -> String {
+    q.split(|c: char| c.is_whitespace())
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty() && !FILLER.contains(&w.to_lowercase().as_str()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The two sides of a comparison question, if it is one.
+pub fn comparison_sides(q: &str) -> Option<(String, String)> {
+    let body = q.trim().trim_end_matches(['?', '.', '!']);
+    let lower = body.to_lowercase();
+    let short = |s: &str| {
+        let s = s
+            .trim()
+            .trim_matches(|c: char| c == '"' || c == ',' || c == '\'');
+        let n = s.split_whitespace().count();
+        (1..=8).contains(&n).then(|| s.to_string())
+    };
+    // "..., X or Y?" / "...: X or Y?"
+    if let Some(at) = lower.rfind(" or ") {
+        let start = body[..at].rfind([',', ':']).map(|i| i + 1);
+        if let Some(s) = start {
+            if let (Some(a), Some(b)) = (short(&body[s..at]), short(&body[at + 4..])) {
+                return Some((a, b));
+            }
+        }
+    }
+    for (open, mid) in [
+        ("difference between ", " and "),
+        ("compare ", " with "),
+        ("compare ", " and "),
+        ("compare ", " to "),
+    ] {
+        if let Some(i) = lower.find(open) {
+            let rest = &body[i + open.len()..];
+            if let Some(j) = rest.to_lowercase().find(mid) {
+                if let (Some(a), Some(b)) = (short(&rest[..j]), short(&rest[j + mid.len()..])) {
+                    return Some((a, b));
+                }
+            }
+        }
+    }
+    if let Some(i) = lower.find(" vs") {
+        let after = body[i + 3..].trim_start_matches('.');
+        if let (Some(a), Some(b)) = (short(&body[..i]), short(after)) {
+            return Some((a, b));
+        }
+    }
+    // "Are X and Y both ...", "Were X and Y of the same ..."
+    let first = lower.split_whitespace().next().unwrap_or("");
+    if [
+        "are", "were", "is", "was", "do", "did", "does", "have", "had",
+    ]
+    .contains(&first)
+    {
+        for tail in [
+            " both ",
+            " the same ",
+            " of the same ",
+            " from the same ",
+            " in the same ",
+        ] {
+            if let Some(t) = lower.find(tail) {
+                let mid = &body[first.len()..t];
+                if let Some(j) = mid.to_lowercase().find(" and ") {
+                    if let (Some(a), Some(b)) = (short(&mid[..j]), short(&mid[j + 5..])) {
+                        return Some((a, b));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The relative clause of a question ("... the woman who portrayed X in Y?" → "woman
+/// portrayed X in Y"), the first hop of a multi-hop question.
+pub fn relative_clause(q: &str) -> Option<String> {
+    let body = q.trim().trim_end_matches(['?', '.', '!']);
+    let words: Vec<&str> = body.split_whitespace().collect();
+    for (i, w) in words.iter().enumerate().skip(2) {
+        let lw = w.to_lowercase();
+        if ["who", "which", "that", "whose", "where"].contains(&lw.as_str()) && i + 2 < words.len()
+        {
+            let head = words[i - 1];
+            let clause = words[i + 1..].join(" ");
+            if clause.split_whitespace().count() >= 2 {
+                return Some(format!("{head} {clause}"));
+            }
+        }
+    }
+    None
+}
+
+/// Runs of capitalised words (names, titles) not at the start of a sentence, and quoted
+/// titles: the entities a second hop can follow.
+pub fn names_in(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut run: Vec<&str> = Vec::new();
+    let connectors = ["of", "the", "and", "de", "von", "van", "for"];
+    let flush = |run: &mut Vec<&str>, out: &mut Vec<String>| {
+        while run
+            .last()
+            .is_some_and(|w| connectors.contains(&w.to_lowercase().as_str()))
+        {
+            run.pop();
+        }
+        if !run.is_empty() {
+            let n = run.join(" ");
+            let n = n.trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+            if n.chars().count() > 2 && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        run.clear();
+    };
+    for (i, w) in words.iter().enumerate() {
+        let clean = w.trim_matches(|c: char| !c.is_alphanumeric());
+        let starts_sentence = i == 0 || words[i - 1].ends_with(['.', '!', '?']);
+        let cap = clean.chars().next().is_some_and(char::is_uppercase);
+        if cap && !(starts_sentence && run.is_empty() && clean.len() < 4) {
+            run.push(clean);
+            if w.ends_with([',', '.', ';', ':', ')']) {
+                flush(&mut run, &mut out);
+            }
+        } else if !run.is_empty() && connectors.contains(&clean.to_lowercase().as_str()) {
+            run.push(clean);
+        } else {
+            flush(&mut run, &mut out);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparisons_are_split_into_sides() {
+        let p = plan("Which magazine was started first, Arthur's Magazine or First for Women?");
+        assert_eq!(p.task, "comparison");
+        assert_eq!(p.queries.len(), 3, "{:?}", p.queries);
+        assert!(
+            p.queries[1].contains("Arthur's Magazine") && !p.queries[1].contains("First for Women")
+        );
+        let p = plan("Are Random House Tower and 888 7th Avenue both used for real estate?");
+        assert_eq!(p.task, "comparison", "{p:?}");
+        assert_eq!(
+            comparison_sides("What is the difference between BM25 and TF-IDF?"),
+            Some(("BM25".into(), "TF-IDF".into()))
+        );
+    }
+
+    #[test]
+    fn relative_clauses_become_the_first_hop() {
+        let p = plan("What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?");
+        assert_eq!(p.task, "multi-hop");
+        assert_eq!(
+            p.queries[1],
+            "woman portrayed Corliss Archer in the film Kiss and Tell"
+        );
+    }
+
+    #[test]
+    fn plain_questions_stay_whole() {
+        let p = plan("When was the Eiffel Tower built?");
+        assert_eq!(p.task, "factual");
+        assert_eq!(
+            p.queries,
+            vec!["When was the Eiffel Tower built?".to_string()]
+        );
+        assert_eq!(p.complexity, "low");
+        assert_eq!(plan("hello").task, "chit-chat");
+        assert_eq!(plan("How do I reset the index?").task, "procedural");
+    }
+
+    #[test]
+    fn names_are_found_for_second_hops() {
+        let n = names_in(
+            "Big Stone Gap is a 2014 American drama film directed by Adriana Trigiani, \
+             based in Greenwich Village.",
+        );
+        assert!(n.contains(&"Adriana Trigiani".to_string()), "{n:?}");
+        assert!(n.contains(&"Greenwich Village".to_string()), "{n:?}");
+        assert!(n.contains(&"Big Stone Gap".to_string()), "{n:?}");
+    }
+}

@@ -1,0 +1,97 @@
+//! `check`: the claim-support check. Every answer sentence must be supported by the
+//! evidence it cites: the share of the sentence's weighted terms found in the cited
+//! text (or the cross-encoder's score of the pair, when that model is present). A
+//! sentence below `loop.support_threshold`, or citing nothing, is flagged unsupported
+//! and left out of the answer text; an answer left with no supported sentence becomes
+//! an abstention. Writes `check.answer`.
+
+use serde_json::json;
+
+use crate::crag::{latest, run_input, term_set, write_rounded, Answer, QueryTerms};
+use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
+
+/// Claim-support check.
+pub struct CheckTool(ToolSpec);
+
+impl Default for CheckTool {
+    fn default() -> Self {
+        CheckTool(ToolSpec {
+            name: "support_check",
+            namespace: "check",
+            description: "checks that every answer sentence is supported by the evidence it cites",
+            roles: &["check"],
+            reads: &["*.answer"],
+            writes: &["answer"],
+            params: || {
+                json!({"type": "object", "additionalProperties": false, "properties": {
+                    "threshold": {"type": "number", "minimum": 0, "maximum": 1}}})
+            },
+            cost: CostClass::Cheap,
+        })
+    }
+}
+
+impl Tool for CheckTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn run(&self, ctx: &ToolContext<'_>) -> Result<Output, ToolError> {
+        let (_, collection, _, iteration) = run_input(ctx.mind)?;
+        let Some(mut a) = latest::<Answer>(ctx.mind, "answer")?.map(|r| r.data) else {
+            return Ok(Output::skipped("no answer on the Mind"));
+        };
+        if !matches!(a.method.as_str(), "extractive" | "llm") {
+            return Ok(Output::skipped(format!("a {} answer cites nothing to check", a.method)));
+        }
+        let engine = &ctx.services.engine;
+        let threshold: f32 = ctx.param("threshold", engine.config().control.support_threshold);
+        let cross = engine.reranker_status().ok();
+        let mut flagged = 0;
+        for s in &mut a.sentences {
+            let cited: Vec<&str> = s
+                .citations
+                .iter()
+                .filter_map(|n| a.citations.iter().find(|c| c.n == *n))
+                .map(|c| c.text.as_str())
+                .collect();
+            let support = if cited.is_empty() {
+                0.0
+            } else if let Some(r) = &cross {
+                r.score(&s.text, &cited)
+                    .map_err(|e| ToolError::Transient(e.to_string()))?
+                    .into_iter()
+                    .fold(0.0f32, f32::max)
+            } else {
+                let q = QueryTerms::new(engine, &collection, &s.text)?;
+                let mut best = 0.0f32;
+                for c in &cited {
+                    best = best.max(q.coverage(&term_set(engine, &collection, c)?));
+                }
+                // A sentence with no telling term (e.g. "Yes.") is judged by its citation.
+                if q.terms.is_empty() {
+                    1.0
+                } else {
+                    best
+                }
+            };
+            s.support = Some(support);
+            s.supported = support >= threshold;
+            if !s.supported {
+                flagged += 1;
+            }
+        }
+        if !a.sentences.iter().any(|s| s.supported) {
+            a.note = Some(format!(
+                "no sentence of the {} answer is supported by the evidence it cites",
+                a.method
+            ));
+            a.method = "abstain".into();
+        }
+        let msg = format!("{} sentences, {flagged} unsupported", a.sentences.len());
+        let key = write_rounded(ctx, "answer", iteration, &a)?;
+        Ok(Output::wrote(vec![key], msg))
+    }
+}
+
+crate::register_tool!(CheckTool);

@@ -1,0 +1,61 @@
+//! `plan`: the task type (factual, comparison, multi-hop, summary, procedural,
+//! chit-chat), its complexity and the sub-queries to retrieve for. Deterministic: a
+//! comparison is split into one query per side, a question with a relative clause gets
+//! the clause as its own query (the first hop), long questions a keyword variant. From
+//! the second iteration on, the queries are reflection's `next_queries` (the gaps).
+
+use serde_json::json;
+
+use crate::crag::{latest, run_input, write_rounded, Reflection};
+use crate::planner::plan;
+use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
+
+/// Query planning.
+pub struct PlanTool(ToolSpec);
+
+impl Default for PlanTool {
+    fn default() -> Self {
+        PlanTool(ToolSpec {
+            name: "plan",
+            namespace: "plan",
+            description: "task type, complexity and sub-queries (decomposition, keyword variants, gaps)",
+            roles: &["plan"],
+            reads: &["input.query", "loop.iteration", "*.report"],
+            writes: &["plan"],
+            params: || {
+                json!({"type": "object", "additionalProperties": false, "properties": {
+                    "max_queries": {"type": "integer", "minimum": 1, "maximum": 16}}})
+            },
+            cost: CostClass::Free,
+        })
+    }
+}
+
+impl Tool for PlanTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn run(&self, ctx: &ToolContext<'_>) -> Result<Output, ToolError> {
+        let (query, _, _, iteration) = run_input(ctx.mind)?;
+        let max: usize = ctx.param("max_queries", 4);
+        let mut plan = plan(&query);
+        if iteration > 1 {
+            if let Some(r) = latest::<Reflection>(ctx.mind, "report")? {
+                plan.queries = r.data.next_queries.clone();
+                plan.reason = format!("iteration {iteration}: the gaps of the last reflection");
+            }
+        }
+        plan.queries.truncate(max);
+        let msg = format!(
+            "{} ({}), {} queries",
+            plan.task,
+            plan.complexity,
+            plan.queries.len()
+        );
+        let key = write_rounded(ctx, "plan", iteration, &plan)?;
+        Ok(Output::wrote(vec![key], msg))
+    }
+}
+
+crate::register_tool!(PlanTool);

