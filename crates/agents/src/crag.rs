@@ -257,9 +257,28 @@ pub fn term_set(
         .collect())
 }
 
-/// Sentences of a chunk: `(byte start, byte end)` in its text.
+/// Sentences of a chunk: `(byte start, byte end)` in its text. A single line break is
+/// wrapping inside a sentence (markdown and text files are wrapped), a blank line ends a
+/// paragraph; both are one byte, so offsets into the original text stay exact.
 pub fn sentences(text: &str) -> Vec<(usize, usize)> {
-    neuralcore_ingest::sentence_spans(text, 80)
+    let b = text.as_bytes();
+    let unwrapped: String = text
+        .char_indices()
+        .map(|(i, c)| {
+            let lone = c == '\n' && b.get(i + 1) != Some(&b'\n') && (i == 0 || b[i - 1] != b'\n');
+            if lone {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    neuralcore_ingest::sentence_spans(&unwrapped, 80)
+}
+
+/// Runs of white space collapsed to one space (answer sentences read as prose).
+pub fn collapse_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Character offset of byte offset `b` in `text`.
@@ -432,6 +451,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wrapped_lines_are_one_sentence() {
+        let t = "Tides rise. They are caused by the\ngravitational pull.\n\nNext part.";
+        let s: Vec<&str> = sentences(t).iter().map(|&(a, b)| &t[a..b]).collect();
+        assert_eq!(
+            s,
+            vec![
+                "Tides rise.",
+                "They are caused by the\ngravitational pull.",
+                "Next part."
+            ]
+        );
+    }
+
+    #[test]
     fn negation_is_found_raw() {
         assert!(has_negation("What did Tesla not invent?"));
         assert!(has_negation("Why didn't it work"));
@@ -572,6 +605,10 @@ pub struct Plan {
     pub complexity: String,
     /// Sub-queries to retrieve for, the question first on the first iteration.
     pub queries: Vec<String>,
+    /// What the question asks: the first iteration's question and sides or hops (not
+    /// rewrites), carried into later plans; reflection measures coverage against these.
+    #[serde(default)]
+    pub aspects: Vec<String>,
     /// How they were made.
     pub reason: String,
 }

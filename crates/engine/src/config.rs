@@ -78,10 +78,12 @@ impl Default for GradeConfig {
         GradeConfig {
             evaluator: "auto".into(),
             top_k: 10,
-            bias: -7.0,
-            weights: vec![3.0, 7.0, 1.0, 2.0, -1.0, 1.0],
-            upper: 0.6,
-            lower: 0.2,
+            // Fitted by `neuralcore calibrate --data ../shared/data/squad2 --articles 1-4
+            // --target-precision 0.45` (SQuAD 2.0 articles 1-4 only; 5-8 held out).
+            bias: -2.962,
+            weights: vec![2.68, 1.496, 0.926, -0.455, -1.56, 2.08],
+            upper: 0.8,
+            lower: 0.5,
             cross_upper: 0.7,
             cross_lower: 0.1,
         }
@@ -538,11 +540,14 @@ top_k = 10
 # sentence (with its neighbour), by the whole chunk, presence of the rarest term, and
 # a negation mismatch, and 1/(1 + rank) in the retrieval list. `neuralcore calibrate`
 # fits them on a labelled set.
-bias = -7.0
-weights = [3.0, 7.0, 1.0, 2.0, -1.0, 1.0]
+# These defaults were fitted on SQuAD 2.0 dev articles 1-4 (a chunk is relevant when
+# it holds a gold answer), target precision 0.45 for CORRECT, 0.97 for INCORRECT
+# (bench/README.md, "Answer quality").
+bias = -2.962
+weights = [2.68, 1.496, 0.926, -0.455, -1.56, 2.08]
 # score >= upper: CORRECT; score < lower: INCORRECT; between: AMBIGUOUS (verified).
-upper = 0.6
-lower = 0.2
+upper = 0.8
+lower = 0.5
 # The same thresholds for the cross-encoder's score.
 cross_upper = 0.7
 cross_lower = 0.1

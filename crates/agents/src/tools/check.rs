@@ -2,8 +2,12 @@
 //! evidence it cites: the share of the sentence's weighted terms found in the cited
 //! text (or the cross-encoder's score of the pair, when that model is present). A
 //! sentence below `loop.support_threshold`, or citing nothing, is flagged unsupported
-//! and left out of the answer text; an answer left with no supported sentence becomes
-//! an abstention. Writes `check.answer`.
+//! and left out of the answer text; so is a sentence stating a figure (a number) that
+//! none of its cited evidence holds (support 0: "completed in 1925" is not supported by
+//! "completed in 1889", however many words they share). An answer left with no
+//! supported sentence becomes an abstention. Writes `check.answer`.
+
+use std::collections::HashSet;
 
 use serde_json::json;
 
@@ -75,6 +79,13 @@ impl Tool for CheckTool {
                     best
                 }
             };
+            // A figure the evidence does not state is not supported by it.
+            let have: HashSet<String> = cited.iter().flat_map(|c| numbers(c)).collect();
+            let support = if numbers(&s.text).is_subset(&have) {
+                support
+            } else {
+                0.0
+            };
             s.support = Some(support);
             s.supported = support >= threshold;
             if !s.supported {
@@ -94,4 +105,25 @@ impl Tool for CheckTool {
     }
 }
 
+/// The numbers in a text, thousands separators removed ("21,196 km" → "21196").
+fn numbers(text: &str) -> HashSet<String> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .map(|t| t.trim_matches(['.', ',']).replace(',', ""))
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+        .collect()
+}
+
 crate::register_tool!(CheckTool);
+
+#[cfg(test)]
+mod tests {
+    use super::numbers;
+
+    #[test]
+    fn numbers_are_found_without_separators_or_sentence_ends() {
+        let n = numbers("It is 21,196 km long, built from 1889 to 1.5 years.");
+        let want: Vec<&str> = vec!["21196", "1889", "1.5"];
+        assert_eq!(n, want.into_iter().map(String::from).collect());
+        assert!(numbers("No figures here.").is_empty());
+    }
+}

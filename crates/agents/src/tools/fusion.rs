@@ -53,8 +53,15 @@ impl Tool for FusionTool {
             _ => cfg.fusion,
         };
         let rrf_k: f64 = ctx.param("rrf_k", cfg.rrf_k);
-        let weights: BTreeMap<String, f64> = ctx.param("weights", BTreeMap::new());
-        let default_weight: f64 = ctx.param("default_weight", 1.0);
+        // Without weights (no agent file says), the engine's own hybrid weighting:
+        // keyword 1 - alpha, vector alpha (search.alpha, chosen on SciFact train).
+        let engine_weights: BTreeMap<String, f64> = [
+            ("keyword".to_string(), 1.0 - cfg.alpha),
+            ("vector".to_string(), cfg.alpha),
+        ]
+        .into();
+        let weights: BTreeMap<String, f64> = ctx.param("weights", engine_weights);
+        let default_weight: f64 = ctx.param("default_weight", 0.5);
         let k: usize = ctx.param("k", 100);
         let mut hits: Vec<(Vec<ScoredChunk>, f64)> = Vec::new();
         let mut names = Vec::new();

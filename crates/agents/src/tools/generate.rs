@@ -89,6 +89,8 @@ impl Tool for GenerateTool {
                 } else {
                     let mut note = None;
                     let mut out = None;
+                    // Tokens and cost of an LLM reply that could not be used.
+                    let mut spent = (0, 0.0);
                     if let Some(client) = llm {
                         let prompt = prompt(&question, &strips);
                         let need = neuralcore_llm::estimate_tokens(&prompt)
@@ -103,7 +105,8 @@ impl Tool for GenerateTool {
                         } else {
                             match llm_answer(client, &prompt, &strips) {
                                 Ok(a) => out = Some(a),
-                                Err(e) => {
+                                Err((e, used)) => {
+                                    spent = used;
                                     note = Some(format!(
                                         "LLM failed ({e}); degraded to an extractive answer"
                                     ))
@@ -118,6 +121,8 @@ impl Tool for GenerateTool {
                     if note.is_some() {
                         a.note = note;
                     }
+                    a.tokens += spent.0;
+                    a.cost_usd += spent.1;
                     a
                 }
             }
@@ -128,10 +133,11 @@ impl Tool for GenerateTool {
             answer.sentences.len(),
             answer.citations.len()
         );
-        let tokens = answer.tokens;
+        let (tokens, cost_usd) = (answer.tokens, answer.cost_usd);
         let key = write_rounded(ctx, "answer", iteration, &answer)?;
         let mut out = Output::wrote(vec![key], msg);
         out.tokens = tokens;
+        out.cost_usd = cost_usd;
         Ok(out)
     }
 }
@@ -255,16 +261,18 @@ fn cite(strip: &Strip, n: usize) -> Citation {
     }
 }
 
+/// The LLM's answer, or why it cannot be used with the tokens and cost it took.
 fn llm_answer(
     client: &neuralcore_llm::LlmClient,
     prompt: &str,
     strips: &[Strip],
-) -> Result<Answer, String> {
+) -> Result<Answer, (String, (u64, f64))> {
     let req = neuralcore_llm::ChatRequest::new(vec![
         neuralcore_llm::ChatMessage::system(SYSTEM_PROMPT),
         neuralcore_llm::ChatMessage::user(prompt),
     ]);
-    let r = client.chat(&req).map_err(|e| e.to_string())?;
+    let r = client.chat(&req).map_err(|e| (e.to_string(), (0, 0.0)))?;
+    let spent = (r.usage.total(), r.cost_usd.unwrap_or(0.0));
     let mut a = parse_cited(&r.text, strips);
     a.tokens = r.usage.total();
     a.cost_usd = r.cost_usd.unwrap_or(0.0);
@@ -276,7 +284,12 @@ fn llm_answer(
         return Ok(a);
     }
     if a.sentences.is_empty() {
-        return Err("the LLM's reply had no sentences".into());
+        return Err(("the LLM's reply had no sentences".into(), spent));
+    }
+    // A reply that cites none of the evidence cannot be checked: every sentence would be
+    // flagged and the engine would abstain although the kept evidence answers.
+    if a.citations.is_empty() {
+        return Err(("the LLM's reply cites none of the evidence".into(), spent));
     }
     Ok(a)
 }
@@ -401,7 +414,7 @@ fn extractive(
     for (k, &i) in chosen.iter().enumerate() {
         a.citations.push(cite(&strips[i], k + 1));
         a.sentences.push(AnswerSentence {
-            text: strips[i].text.trim().to_string(),
+            text: crate::crag::collapse_ws(&strips[i].text),
             citations: vec![k + 1],
             support: None,
             supported: true,

@@ -4,7 +4,7 @@
 //! sub-query is graded against that sub-query and against the question, and keeps the
 //! better score. With `--no-grade` every chunk is kept (CORRECT, "grading off").
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use neuralcore_core::parse_doc_id;
 use serde_json::json;
@@ -48,11 +48,24 @@ impl Tool for GradeTool {
         let mut verdicts: Vec<Graded> = latest::<Vec<Graded>>(ctx.mind, "verdicts")?
             .map(|r| r.data)
             .unwrap_or_default();
-        let mut seen: HashSet<(String, u32)> =
-            verdicts.iter().map(|g| (g.doc.clone(), g.ordinal)).collect();
+        // A chunk is graded once per sub-query: found again by a new sub-query (a second
+        // hop, a rewrite), it is graded against that one too and keeps the better verdict
+        // — a bridge paragraph scores low against the question and high against the hop.
+        let mut known: HashMap<(String, u32), usize> = verdicts
+            .iter()
+            .enumerate()
+            .map(|(i, g)| ((g.doc.clone(), g.ordinal), i))
+            .collect();
+        let mut graded_for: HashSet<(String, u32, String)> = verdicts
+            .iter()
+            .map(|g| (g.doc.clone(), g.ordinal, g.query.clone()))
+            .collect();
         let mut by_query: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
         for c in cands {
-            if seen.insert((c.doc.clone(), c.ordinal)) {
+            let upgradable = known
+                .get(&(c.doc.clone(), c.ordinal))
+                .is_none_or(|&i| !verdicts[i].verdict.kept());
+            if upgradable && graded_for.insert((c.doc.clone(), c.ordinal, c.query.clone())) {
                 by_query.entry(c.query.clone()).or_default().push(c);
             }
         }
@@ -90,19 +103,35 @@ impl Tool for GradeTool {
             };
             let ranks: Vec<usize> = kept.iter().map(|c| c.rank).collect();
             let mut scored = grader.score(&query, &refs, &cos(&query), &ranks)?;
+            // Reflection's follow-ups (iteration 2 on) are loose: what only they find
+            // stays AMBIGUOUS at best, and verification keeps it only when kept evidence
+            // links to it. The question itself, and the planner's first sub-queries,
+            // grade fully.
+            let follow_up = query != question && iteration > 1;
+            let mut capped = vec![follow_up; scored.len()];
             if query != question {
                 let again = grader.score(&question, &refs, &cos(&question), &ranks)?;
-                for (s, a) in scored.iter_mut().zip(again) {
-                    if a.score > s.score {
+                for ((s, a), cap) in scored.iter_mut().zip(again).zip(capped.iter_mut()) {
+                    if a.score >= s.score || grader.verdict(a.score) == Verdict::Correct {
                         *s = a;
+                        *cap = false;
                     }
                 }
             }
-            for ((c, s), title) in kept.into_iter().zip(scored).zip(titles) {
+            for (((c, s), title), cap) in kept.into_iter().zip(scored).zip(titles).zip(capped) {
                 let (verdict, reason) = if switches.no_grade {
                     (
                         Verdict::Correct,
                         format!("grading off (--no-grade); {}", grader.reason(&s)),
+                    )
+                } else if cap && grader.verdict(s.score) == Verdict::Correct {
+                    (
+                        Verdict::Ambiguous,
+                        format!(
+                            "{}; found only by the follow-up {:?}: needs a link to kept evidence",
+                            grader.reason(&s),
+                            c.query
+                        ),
                     )
                 } else {
                     (grader.verdict(s.score), grader.reason(&s))
@@ -112,6 +141,22 @@ impl Tool for GradeTool {
                     Verdict::Ambiguous => 1,
                     _ => 2,
                 }] += 1;
+                let key = (c.doc.clone(), c.ordinal);
+                if let Some(&i) = known.get(&key) {
+                    let old = &mut verdicts[i];
+                    if s.score > old.score || rank_of(verdict) > rank_of(old.verdict) {
+                        old.reason = format!(
+                            "{reason} (regraded for {:?}; was {:?} {:.2})",
+                            c.query, old.verdict, old.score
+                        );
+                        old.verdict = verdict;
+                        old.score = s.score;
+                        old.query = c.query;
+                        old.iteration = iteration;
+                    }
+                    continue;
+                }
+                known.insert(key, verdicts.len());
                 verdicts.push(Graded {
                     doc: c.doc,
                     ordinal: c.ordinal,
@@ -137,6 +182,16 @@ impl Tool for GradeTool {
             msg.push_str(&format!("; {n}"));
         }
         Ok(Output::wrote(vec![key], msg))
+    }
+}
+
+/// Order of verdicts for upgrades (a later, better grade replaces an earlier one).
+fn rank_of(v: Verdict) -> u8 {
+    match v {
+        Verdict::Incorrect | Verdict::Dropped => 0,
+        Verdict::Ambiguous => 1,
+        Verdict::Verified => 2,
+        Verdict::Correct => 3,
     }
 }
 

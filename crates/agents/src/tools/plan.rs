@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::crag::{latest, run_input, write_rounded, Reflection};
+use crate::crag::{latest, run_input, write_rounded, Plan, Reflection};
 use crate::planner::plan;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -41,6 +41,9 @@ impl Tool for PlanTool {
         let max: usize = ctx.param("max_queries", 4);
         let mut plan = plan(&query);
         if iteration > 1 {
+            if let Some(prev) = latest::<Plan>(ctx.mind, "plan")? {
+                plan.aspects = prev.data.aspects;
+            }
             if let Some(r) = latest::<Reflection>(ctx.mind, "report")? {
                 plan.queries = r.data.next_queries.clone();
                 plan.reason = format!("iteration {iteration}: the gaps of the last reflection");

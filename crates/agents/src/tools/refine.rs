@@ -73,16 +73,32 @@ impl Tool for RefineTool {
                 .iter()
                 .map(|&(s, e)| term_set(engine, &collection, &chunk.text[s..e]))
                 .collect::<Result<_, _>>()?;
+            let asked: HashSet<&str> = [&question, &g.query]
+                .iter()
+                .filter_map(|q| terms.get(q.as_str()))
+                .flat_map(|t| t.terms.iter().map(|x| x.0.as_str()))
+                .collect();
             for (i, &(s, e)) in spans.iter().enumerate() {
+                // A heading names a topic; it answers nothing.
+                if is_heading(&chunk.text[s..e], &chunk.section) {
+                    continue;
+                }
                 let mut window = sets[i].clone();
                 if i > 0 {
                     window.extend(sets[i - 1].iter().cloned());
                 }
-                let score = [&question, &g.query]
+                // Against the question first; a sub-query (a side, a hop) counts a little
+                // less, so a strip that only matches a hop never outranks the question.
+                let relevance = [(&question, 1.0f32), (&g.query, 0.8)]
                     .iter()
-                    .filter_map(|q| terms.get(q.as_str()))
-                    .map(|t| t.coverage(&sets[i]).max(0.85 * t.coverage(&window)))
+                    .filter_map(|(q, w)| terms.get(q.as_str()).map(|t| (t, w)))
+                    .map(|(t, w)| w * t.coverage(&sets[i]).max(0.85 * t.coverage(&window)))
                     .fold(0.0f32, f32::max);
+                // A sentence that only repeats the question's words adds nothing: the
+                // answer is in what is new.
+                let new = sets[i].iter().filter(|t| !asked.contains(t.as_str())).count();
+                let novelty = new as f32 / sets[i].len().max(1) as f32;
+                let score = relevance * (0.5 + 0.5 * (novelty / 0.3).min(1.0));
                 let base = chunk.span.0;
                 strips.push(Strip {
                     doc: g.doc.clone(),
@@ -125,3 +141,9 @@ impl Tool for RefineTool {
 }
 
 crate::register_tool!(RefineTool);
+
+/// A markdown heading line, or a line that is the chunk's own section title.
+fn is_heading(text: &str, section: &[String]) -> bool {
+    let t = text.trim();
+    t.starts_with('#') || section.iter().any(|h| h.trim() == t)
+}

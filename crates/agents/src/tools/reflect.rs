@@ -63,7 +63,11 @@ impl Tool for ReflectTool {
         let kept: Vec<&Graded> = verdicts.iter().filter(|g| g.verdict.kept()).collect();
 
         // Sub-queries with kept evidence.
-        let queries: Vec<String> = plan.map(|p| p.queries).unwrap_or_default();
+        // Coverage is of what the question asks (the first plan's aspects), not of the
+        // loop's own follow-up queries.
+        let queries: Vec<String> = plan
+            .map(|p| if p.aspects.is_empty() { p.queries } else { p.aspects })
+            .unwrap_or_default();
         let uncovered: Vec<&String> = queries
             .iter()
             .filter(|q| **q != question && !kept.iter().any(|g| &g.query == *q))
@@ -82,6 +86,12 @@ impl Tool for ReflectTool {
         } else {
             term_cov
         };
+        // Kept evidence only grows from one iteration to the next, so what it covers
+        // cannot shrink: follow-up queries that find nothing (this iteration's plan) do not
+        // lower the completeness an earlier iteration measured.
+        let completeness = latest::<Reflection>(ctx.mind, "report")?
+            .filter(|r| r.iteration < iteration)
+            .map_or(completeness, |r| completeness.max(r.data.completeness));
         // Missing words, as the user wrote them.
         let missing_terms: HashSet<String> = q.missing(&have).into_iter().take(4).collect();
         let mut missing_words: Vec<String> = Vec::new();
@@ -107,7 +117,10 @@ impl Tool for ReflectTool {
             if kept.is_empty() {
                 next.push(keywords(&question));
             } else {
-                // Second hop: names the evidence brings that the question does not.
+                // Second hop: names the evidence brings that the question does not, with
+                // the words still missing (what the hop should find out about the name).
+                // What a hop finds is only kept if linked to kept evidence (see grade
+                // and verify), so a loose hop cannot smuggle in an off-topic chunk.
                 let focus = if missing_words.is_empty() {
                     keywords(&question)
                 } else {

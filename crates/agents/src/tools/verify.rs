@@ -1,6 +1,8 @@
 //! `verify`: each AMBIGUOUS chunk is checked against a second, independent source —
-//! a chunk of a *different* document in the knowledge base that says the same thing
-//! (found by searching for the chunk's best sentence), or a web page from a SearxNG
+//! kept evidence from another document that names the chunk's subject (a link, as a
+//! bridge paragraph of a multi-hop question has), a chunk of a *different* document in
+//! the knowledge base that says the same thing (found by searching for the chunk's best
+//! sentence), or a web page from a SearxNG
 //! instance (`[web] searxng_url`), fetched, cleaned and graded like a chunk. Supported
 //! → VERIFIED (kept); contradicted (the same statement with other numbers) or
 //! unsupported → DROPPED, with the reason.
@@ -97,6 +99,17 @@ impl Tool for VerifyTool {
                 }
             }
         }
+        // Kept evidence of other documents, for links: a kept chunk that names this
+        // chunk's subject (its document's title) vouches that it is on topic — the
+        // bridge paragraph of a multi-hop question.
+        let mut kept_texts: Vec<(String, String, String)> = Vec::new();
+        for g in verdicts.iter().filter(|g| g.verdict.kept()) {
+            if let Some(k) = parse_doc_id(&g.doc) {
+                if let Some(c) = store.chunk(k, g.ordinal)? {
+                    kept_texts.push((g.doc.clone(), g.title.clone(), c.text));
+                }
+            }
+        }
         let (mut verified, mut dropped) = (0, 0);
         for i in pending {
             ctx.check()?;
@@ -113,7 +126,19 @@ impl Tool for VerifyTool {
                 .map(|&(s, e)| chunk.text[s..e].to_string())
                 .unwrap_or_else(|| chunk.text.clone());
             let mut outcome: Option<(Verdict, String)> = None;
-            if corroborate {
+            let subject = subject_of(&g.title);
+            if subject.chars().count() >= 4 {
+                if let Some((_, t, _)) = kept_texts
+                    .iter()
+                    .find(|(d, t, text)| d != &g.doc && t != &g.title && text.contains(subject))
+                {
+                    outcome = Some((
+                        Verdict::Verified,
+                        format!("linked: kept evidence from {t:?} names {subject:?}"),
+                    ));
+                }
+            }
+            if outcome.is_none() && corroborate {
                 let hits = engine
                     .search_keys(
                         &collection,
@@ -205,3 +230,12 @@ impl Tool for VerifyTool {
 }
 
 crate::register_tool!(VerifyTool);
+
+/// A document title without its parenthesised qualifier ("Big Stone Gap (film)" → "Big
+/// Stone Gap"): the name other documents use for the subject.
+fn subject_of(title: &str) -> &str {
+    match title.find(" (") {
+        Some(i) => title[..i].trim(),
+        None => title.trim(),
+    }
+}

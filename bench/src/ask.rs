@@ -1,0 +1,114 @@
+//! `nc-bench ask`: latency of the whole control loop (no LLM) on a warm collection, next
+//! to plain hybrid retrieval of the same questions in the same run (the loop's overhead
+//! over one search). Target: p50 ≤ 30 ms on SciFact.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use neuralcore_agents::{AgentLoader, AskOptions, Orchestrator, Registry, Services};
+use neuralcore_engine::{Config, Engine, SearchOptions};
+use neuralcore_mind::Mind;
+
+pub fn bench_ask(args: &[String]) -> Result<(), String> {
+    let mut data_dir: Option<PathBuf> = None;
+    let mut queries: Option<PathBuf> = None;
+    let mut collection = String::from("default");
+    let mut model_dir: Option<String> = None;
+    let mut n = 300usize;
+    let mut warm = 20usize;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+        match a.as_str() {
+            "--data-dir" => data_dir = Some(v.into()),
+            "--queries" => queries = Some(v.into()),
+            "--collection" => collection = v.clone(),
+            "--model-dir" => model_dir = Some(v.clone()),
+            "-n" => n = v.parse().map_err(|e| format!("-n: {e}"))?,
+            "--warm" => warm = v.parse().map_err(|e| format!("--warm: {e}"))?,
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let data_dir = data_dir.ok_or("--data-dir is required")?;
+    let queries = queries.ok_or("--queries is required (BEIR queries.jsonl)")?;
+    let mut cfg = Config::load(Some(&data_dir.join("neuralcore.toml")), std::env::vars())
+        .map_err(|e| e.to_string())?;
+    if let Some(m) = model_dir {
+        cfg.embedding.model_dir = m;
+    }
+    let engine = Arc::new(Engine::open(&data_dir, cfg).map_err(|e| e.to_string())?);
+    let texts: Vec<String> = std::fs::read_to_string(&queries)
+        .map_err(|e| format!("{}: {e}", queries.display()))?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .take(n + warm)
+        .collect();
+    if texts.len() <= warm {
+        return Err("not enough queries".into());
+    }
+    let registry = Registry::discover()?;
+    let o = Orchestrator {
+        loader: Arc::new(AgentLoader::new(Vec::new(), registry.clone())),
+        registry,
+        mind: Mind::memory(),
+        services: Services::new(engine.clone()),
+    };
+    let opts = AskOptions {
+        collection: collection.clone(),
+        ..Default::default()
+    };
+    engine
+        .keyword_index(&collection)
+        .map_err(|e| e.to_string())?;
+    engine
+        .vector_index(&collection)
+        .map_err(|e| e.to_string())?;
+    let mut loop_ms = Vec::new();
+    let mut search_ms = Vec::new();
+    let (mut answered, mut iterations) = (0usize, 0u32);
+    for (i, q) in texts.iter().enumerate() {
+        // Alternate which goes first, and clear cached query vectors before each, so
+        // both pay for embedding the question.
+        engine.clear_query_cache();
+        let t = Instant::now();
+        engine
+            .search_keys(&collection, q, 10, SearchOptions::default())
+            .map_err(|e| e.to_string())?;
+        let s = t.elapsed().as_secs_f64() * 1e3;
+        engine.clear_query_cache();
+        let t = Instant::now();
+        let r = o
+            .ask(&format!("bench-{i}"), q, &opts)
+            .map_err(|e| e.to_string())?;
+        let l = t.elapsed().as_secs_f64() * 1e3;
+        o.mind
+            .drop_run(&format!("bench-{i}"))
+            .map_err(|e| e.to_string())?;
+        if i >= warm {
+            search_ms.push(s);
+            loop_ms.push(l);
+            answered += usize::from(!r.abstained);
+            iterations += r.budget.iterations;
+        }
+    }
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+    };
+    let m = loop_ms.len();
+    let (lp50, lp95) = (pct(&mut loop_ms, 0.5), pct(&mut loop_ms, 0.95));
+    let (sp50, sp95) = (pct(&mut search_ms, 0.5), pct(&mut search_ms, 0.95));
+    println!(
+        "{}",
+        serde_json::json!({
+            "questions": m, "warm_up": warm, "collection": collection,
+            "ask_p50_ms": lp50, "ask_p95_ms": lp95,
+            "hybrid_search_p50_ms": sp50, "hybrid_search_p95_ms": sp95,
+            "ask_over_search_p50": lp50 / sp50,
+            "answered": answered, "mean_iterations": iterations as f64 / m as f64,
+        })
+    );
+    Ok(())
+}
