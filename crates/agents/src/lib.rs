@@ -18,6 +18,7 @@ pub mod consciousness;
 pub mod crag;
 pub mod grader;
 pub mod intent;
+pub mod llm_judge;
 pub mod loader;
 pub mod orchestrator;
 pub mod planner;

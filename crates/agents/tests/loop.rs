@@ -647,8 +647,11 @@ fn fixture_llm_malformed_output_degrades_to_extractive() {
         "{:?}",
         r.note
     );
-    // It was asked (and asked again: one retry).
-    assert_eq!(server.requests().len(), 2, "{:?}", server.requests());
+    // The planner and the generator each asked, and asked again (one retry each); the
+    // planner's failure left the deterministic plan.
+    assert_eq!(server.requests().len(), 4, "{:?}", server.requests());
+    let plan = r.iterations[0].plan.as_ref().unwrap();
+    assert!(plan.reason.contains("the LLM planner failed"), "{plan:?}");
 }
 
 #[test]
@@ -698,7 +701,20 @@ struct RecordingLlm {
     bodies: Arc<Mutex<Vec<String>>>,
 }
 
+/// The planner's request (the loop asks the LLM for a plan first when one is configured)
+/// gets a well-formed plan costing 10 prompt + 5 completion tokens.
+fn plan_reply(request: &str) -> Option<String> {
+    request.contains("You plan document searches").then(|| {
+        completion(
+            "TASK: factual\nQUERIES:\n- Eiffel Tower completion year",
+            10,
+            5,
+        )
+    })
+}
+
 fn recording_llm(reply: impl Fn(&str) -> String + Send + 'static) -> RecordingLlm {
+    let reply = move |request: &str| plan_reply(request).unwrap_or_else(|| reply(request));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -780,9 +796,14 @@ fn fixture_llm_answer_is_parsed_and_checked() {
     let why = summary(&r);
     assert_eq!(r.method, "llm", "{why}");
     assert!(!r.abstained, "{why}");
-    assert_eq!(r.cost.tokens, 120, "{why}");
-    // 100 prompt tokens at 1 USD/M and 20 completion tokens at 2 USD/M.
-    assert!((r.cost.usd - 140e-6).abs() < 1e-12, "{}", r.cost.usd);
+    // The plan (10 + 5 tokens) and the answer (100 + 20).
+    assert_eq!(r.cost.tokens, 135, "{why}");
+    // Prompt tokens at 1 USD/M, completion tokens at 2 USD/M.
+    assert!((r.cost.usd - 160e-6).abs() < 1e-12, "{}", r.cost.usd);
+    assert_eq!(
+        r.iterations[0].plan.as_ref().unwrap().reason,
+        "planned by the LLM"
+    );
     assert_eq!(r.sentences.len(), 2, "{:?}", r.sentences);
     let (first, second) = (&r.sentences[0], &r.sentences[1]);
     assert_eq!(first.text, "The Eiffel Tower was completed in 1889.");
@@ -796,8 +817,8 @@ fn fixture_llm_answer_is_parsed_and_checked() {
     assert!(cited.text.contains("1889"), "{cited:?}");
 
     let bodies = server.bodies.lock().unwrap().clone();
-    assert_eq!(bodies.len(), 1, "one request, no retry");
-    let req: serde_json::Value = serde_json::from_str(&bodies[0]).unwrap();
+    assert_eq!(bodies.len(), 2, "the plan and the answer, no retry");
+    let req: serde_json::Value = serde_json::from_str(&bodies[1]).unwrap();
     let messages = req["messages"].as_array().unwrap();
     assert_eq!(messages[0]["role"], "system");
     let system = messages[0]["content"].as_str().unwrap();
@@ -878,7 +899,11 @@ fn fixture_llm_reply_without_citations_degrades_to_extractive() {
     assert!(!r.citations.is_empty(), "{why}");
     let note = r.note.as_deref().unwrap_or_default();
     assert!(note.contains("cites none of the evidence"), "{why}");
-    assert_eq!(r.cost.tokens, 37, "the reply's tokens count: {why}");
+    assert_eq!(
+        r.cost.tokens,
+        15 + 37,
+        "the plan's and the reply's tokens count: {why}"
+    );
     assert!(r.cost.usd > 0.0);
 }
 
@@ -1106,4 +1131,73 @@ fn the_fixture_corpus_is_what_the_tests_assume() {
     assert_eq!(holding("single"), 1);
     assert_eq!(holding("pair"), 2);
     assert_eq!(holding("contra"), 2);
+}
+
+/// `grade.evaluator = "llm"`: the LLM grades each chunk (yes / partly / no) and judges
+/// each answer sentence; an out-of-format reply falls back to the feature evaluator.
+#[test]
+fn fixture_llm_grader_and_judge_decide_verdicts_and_support() {
+    let kb = kb(|c| c.grade.evaluator = "llm".into(), &[("default", CORPUS)]);
+    let server = recording_llm(|request| {
+        let text = if request.contains("helps answer a question") {
+            // Only passages about the tower are relevant.
+            if request.contains("1889") {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string()
+        } else if request.contains("You check claims") {
+            "yes".to_string()
+        } else {
+            "The Eiffel Tower was completed in 1889 [1].".to_string()
+        };
+        completion(&text, 10, 1)
+    });
+    let o = with_llm(&kb, quick_llm(&server.url, 5000));
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts("default"));
+    let why = summary(&r);
+    assert!(!r.verdicts.is_empty(), "{why}");
+    for g in &r.verdicts {
+        assert!(g.reason.starts_with("LLM grader"), "{g:?}");
+    }
+    let correct: Vec<_> = r
+        .verdicts
+        .iter()
+        .filter(|g| g.verdict == neuralcore_agents::Verdict::Correct)
+        .collect();
+    assert!(!correct.is_empty(), "{why}");
+    assert!(
+        r.verdicts
+            .iter()
+            .any(|g| g.verdict == neuralcore_agents::Verdict::Incorrect),
+        "{why}"
+    );
+    assert!(!r.abstained && r.answer.contains("1889"), "{why}");
+    let checked = r
+        .finish
+        .iter()
+        .find(|s| s.stage == "check")
+        .and_then(|s| s.results.first())
+        .map(|x| x.message.clone())
+        .unwrap_or_default();
+    assert!(checked.contains("LLM judge"), "{checked}");
+    assert!(r.cost.tokens > 0);
+
+    // Out of format: every chunk keeps the feature evaluator's verdict, and says so.
+    let garbled = recording_llm(|_| completion("maybe?", 5, 1));
+    let o = with_llm(&kb, quick_llm(&garbled.url, 5000));
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts("default"));
+    let grade = r.iterations[0]
+        .stages
+        .iter()
+        .find(|s| s.stage == "grade")
+        .and_then(|s| s.results.first())
+        .map(|x| x.message.clone())
+        .unwrap_or_default();
+    assert!(grade.contains("LLM grader failed"), "{grade}");
+    assert!(r
+        .verdicts
+        .iter()
+        .all(|g| !g.reason.starts_with("LLM grader")));
 }

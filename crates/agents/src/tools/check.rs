@@ -2,6 +2,7 @@
 //! evidence it cites: the share of the sentence's weighted terms found in the cited
 //! text (or the cross-encoder's score of the pair, when that model is present). A
 //! sentence below `loop.support_threshold`, or citing nothing, is flagged unsupported
+//! (with `grade.evaluator = "llm"` and an LLM, the LLM judges each sentence instead);
 //! and left out of the answer text; so is a sentence stating a figure (a number) that
 //! none of its cited evidence holds (support 0: "completed in 1925" is not supported by
 //! "completed in 1889", however many words they share). An answer left with no
@@ -51,6 +52,14 @@ impl Tool for CheckTool {
         let engine = &ctx.services.engine;
         let threshold: f32 = ctx.param("threshold", engine.config().control.support_threshold);
         let cross = engine.reranker_status().ok();
+        // The LLM judge when the LLM evaluator is chosen (and time allows); the lexical or
+        // cross-encoder check for any sentence it fails on.
+        let (_, _, switches, _) = run_input(ctx.mind)?;
+        let judge = ctx.services.llm.as_deref().filter(|_| {
+            engine.config().grade.evaluator == "llm" && !switches.skip_expensive
+        });
+        let mut spent = crate::llm_judge::Spent::default();
+        let mut judge_error = None;
         let mut flagged = 0;
         for s in &mut a.sentences {
             let cited: Vec<&str> = s
@@ -59,8 +68,19 @@ impl Tool for CheckTool {
                 .filter_map(|n| a.citations.iter().find(|c| c.n == *n))
                 .map(|c| c.text.as_str())
                 .collect();
+            let mut judged = None;
+            if let Some(client) = judge.filter(|_| !cited.is_empty()) {
+                let (r, used) = crate::llm_judge::supports(client, &s.text, &cited.join("\n"));
+                spent += used;
+                match r {
+                    Ok(v) => judged = Some(v),
+                    Err(e) => judge_error = Some(e),
+                }
+            }
             let support = if cited.is_empty() {
                 0.0
+            } else if let Some(v) = judged {
+                v
             } else if let Some(r) = &cross {
                 r.score(&s.text, &cited)
                     .map_err(|e| ToolError::Transient(e.to_string()))?
@@ -99,9 +119,18 @@ impl Tool for CheckTool {
             ));
             a.method = "abstain".into();
         }
-        let msg = format!("{} sentences, {flagged} unsupported", a.sentences.len());
+        let mut msg = format!("{} sentences, {flagged} unsupported", a.sentences.len());
+        if judge.is_some() {
+            msg.push_str("; LLM judge");
+        }
+        if let Some(e) = judge_error {
+            msg.push_str(&format!("; the LLM judge failed, lexical check used ({e})"));
+        }
         let key = write_rounded(ctx, "answer", iteration, &a)?;
-        Ok(Output::wrote(vec![key], msg))
+        let mut out = Output::wrote(vec![key], msg);
+        out.tokens = spent.tokens;
+        out.cost_usd = spent.usd;
+        Ok(out)
     }
 }
 

@@ -71,6 +71,13 @@ impl Tool for GradeTool {
         }
         let engine = &ctx.services.engine;
         let grader = Grader::new(engine, &collection);
+        let llm = ctx
+            .services
+            .llm
+            .as_deref()
+            .filter(|_| engine.config().grade.evaluator == "llm" && !switches.skip_expensive);
+        let mut spent = crate::llm_judge::Spent::default();
+        let (mut llm_failures, mut last_llm_error) = (0usize, None::<String>);
         let store = engine.store();
         let mut counts = [0usize; 3];
         for (query, group) in by_query {
@@ -118,8 +125,45 @@ impl Tool for GradeTool {
                     }
                 }
             }
-            for (((c, s), title), cap) in kept.into_iter().zip(scored).zip(titles).zip(capped) {
-                let (verdict, reason) = if switches.no_grade {
+            // The LLM judge, when chosen: yes / partly / no per passage; a failure keeps the
+            // feature evaluator's verdict for that passage, saying so.
+            let mut judged: Vec<Option<(Verdict, String)>> = vec![None; scored.len()];
+            if let Some(client) = llm.filter(|_| !switches.no_grade) {
+                for (i, (text, s)) in texts.iter().zip(scored.iter_mut()).enumerate() {
+                    ctx.check()?;
+                    let (r, used) = crate::llm_judge::grade(client, &query, text);
+                    spent += used;
+                    match r {
+                        Ok(score) => {
+                            s.score = score;
+                            let v = match score {
+                                x if x >= 0.9 => Verdict::Correct,
+                                x if x >= 0.5 => Verdict::Ambiguous,
+                                _ => Verdict::Incorrect,
+                            };
+                            judged[i] = Some((v, format!("LLM grader: {v:?} ({score:.2})")));
+                        }
+                        Err(e) => {
+                            llm_failures += 1;
+                            last_llm_error = Some(e);
+                        }
+                    }
+                }
+            }
+            for ((((c, s), title), cap), judged) in kept
+                .into_iter()
+                .zip(scored)
+                .zip(titles)
+                .zip(capped)
+                .zip(judged)
+            {
+                let (verdict, reason) = if let (Some(j), false) = (judged, switches.no_grade) {
+                    if cap && j.0 == Verdict::Correct {
+                        (Verdict::Ambiguous, format!("{}; found only by a follow-up", j.1))
+                    } else {
+                        j
+                    }
+                } else if switches.no_grade {
                     (
                         Verdict::Correct,
                         format!("grading off (--no-grade); {}", grader.reason(&s)),
@@ -179,9 +223,24 @@ impl Tool for GradeTool {
             grader.evaluator.name()
         );
         if let Some(n) = &grader.note {
-            msg.push_str(&format!("; {n}"));
+            if llm.is_none() {
+                msg.push_str(&format!("; {n}"));
+            }
         }
-        Ok(Output::wrote(vec![key], msg))
+        if llm.is_some() {
+            msg.push_str("; LLM grader");
+        } else if engine.config().grade.evaluator == "llm" {
+            msg.push_str("; grade.evaluator is llm but no LLM is available: features used");
+        }
+        if let Some(e) = last_llm_error {
+            msg.push_str(&format!(
+                "; the LLM grader failed on {llm_failures} chunk(s), features used for them ({e})"
+            ));
+        }
+        let mut out = Output::wrote(vec![key], msg);
+        out.tokens = spent.tokens;
+        out.cost_usd = spent.usd;
+        Ok(out)
     }
 }
 
