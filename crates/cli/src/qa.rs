@@ -311,6 +311,8 @@ struct Sample {
     features: Features,
     cross: Option<f32>,
     label: bool,
+    /// Index of its question.
+    question: usize,
 }
 
 /// A candidate chunk of a labelled question: key, ordinal, text, relevant.
@@ -341,6 +343,8 @@ pub fn calibrate(
     let beir = a.data.join("corpus.jsonl").exists();
     // (question, collection, label function over chunk text / doc ids)
     let mut pairs: Vec<(String, Vec<Labelled>)> = Vec::new();
+    // Per question: is it answerable (BEIR: has a relevant document)?
+    let mut answerable: Vec<bool> = Vec::new();
     let collection;
     let source;
     if beir {
@@ -382,6 +386,7 @@ pub fn calibrate(
                 }
             }
             pairs.push((q.text.clone(), c));
+            answerable.push(!rel.is_empty());
         }
         source = format!("{} train qrels", a.data.display());
     } else {
@@ -406,6 +411,7 @@ pub fn calibrate(
                 }
             }
             pairs.push((q.question.clone(), c));
+            answerable.push(q.answerable);
         }
         source = format!(
             "{}{}",
@@ -421,7 +427,7 @@ pub fn calibrate(
         .ok()
         .filter(|_| engine.config().grade.evaluator != "features");
     let mut samples = Vec::new();
-    for (q, cands) in &pairs {
+    for (qi, (q, cands)) in pairs.iter().enumerate() {
         let terms = QueryTerms::new(engine, &collection, q)?;
         let keys: Vec<(DocKey, u32)> = cands.iter().map(|c| (c.0, c.1)).collect();
         let cos = engine
@@ -442,6 +448,7 @@ pub fn calibrate(
                 features,
                 cross: cross_scores.as_ref().map(|s| s[i]),
                 label: c.3,
+                question: qi,
             });
         }
     }
@@ -475,6 +482,36 @@ pub fn calibrate(
         .collect();
     let target = a.target_precision;
     let table = threshold_table(&scores);
+    // Question level (QA sets with unanswerable questions): a question is answered when
+    // its best candidate reaches the upper threshold.
+    let mut best = vec![0f32; pairs.len()];
+    for (sm, (v, _)) in samples.iter().zip(&scores) {
+        best[sm.question] = best[sm.question].max(*v);
+    }
+    let q_table: Vec<serde_json::Value> = if answerable.iter().any(|a| !a) {
+        (1..20)
+            .map(|i| {
+                let t = i as f32 * 0.05;
+                let (mut ans, mut ans_n, mut abst, mut un_n) = (0, 0, 0, 0);
+                for (b, ok) in best.iter().zip(&answerable) {
+                    if *ok {
+                        ans_n += 1;
+                        ans += usize::from(*b >= t);
+                    } else {
+                        un_n += 1;
+                        abst += usize::from(*b < t);
+                    }
+                }
+                serde_json::json!({
+                    "upper": t,
+                    "answerable_answered": ans as f64 / ans_n.max(1) as f64,
+                    "unanswerable_abstained": abst as f64 / un_n.max(1) as f64,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     // upper: the lowest threshold whose CORRECT set reaches the target precision.
     let upper = table
         .iter()
@@ -504,7 +541,8 @@ pub fn calibrate(
             serde_json::to_string_pretty(&serde_json::json!({
                 "source": source, "evaluator": evaluator, "candidates": samples.len(),
                 "relevant": positives, "target_precision": target, "upper": upper, "lower": lower,
-                "model": model, "table": table, "config": a.config_path.display().to_string(),
+                "model": model, "table": table, "question_table": q_table,
+                "config": a.config_path.display().to_string(),
                 "written": !a.dry_run,
             }))?
         );
@@ -543,6 +581,21 @@ pub fn calibrate(
             "target precision {target:.2} (CORRECT), {:.2} (INCORRECT): upper {upper:.2}, lower {lower:.2}",
             a.incorrect_precision
         );
+        if !q_table.is_empty() {
+            println!("question level: answer when the best candidate scores >= upper");
+            println!(
+                "{:>6} {:>20} {:>24}",
+                "upper", "answerable answered", "unanswerable abstained"
+            );
+            for r in &q_table {
+                println!(
+                    "{:>6.2} {:>20.3} {:>24.3}",
+                    r["upper"].as_f64().unwrap_or(0.0),
+                    r["answerable_answered"].as_f64().unwrap_or(0.0),
+                    r["unanswerable_abstained"].as_f64().unwrap_or(0.0)
+                );
+            }
+        }
     }
     if !a.dry_run {
         write_grade_config(&a.config_path, evaluator, model.as_ref(), upper, lower)?;

@@ -616,3 +616,175 @@ fn kill_9_during_ingest_then_rerun_equals_an_uninterrupted_run() {
     );
     assert_eq!(search_all(&reference), search_all(&crashed));
 }
+
+#[test]
+fn ask_answers_with_citations_as_text_and_versioned_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    assert!(
+        run_with_model(&data, &["-q", "ingest", examples().to_str().unwrap()])
+            .status
+            .success()
+    );
+    // The README's main command: an answer with a numbered citation.
+    let out = run_with_model(&data, &["ask", "What causes the tides?"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("gravitational pull of the Moon"), "{text}");
+    assert!(text.contains("[1]") && text.contains("tides.md"), "{text}");
+    // JSON: the documented schema, every citation exact.
+    let r = json(&run_with_model(
+        &data,
+        &["--json", "ask", "What causes the tides?"],
+    ));
+    assert_eq!(r["schema"], "neuralcore.ask/v1");
+    assert_eq!(r["abstained"], false);
+    for key in [
+        "answer",
+        "confidence",
+        "citations",
+        "verdicts",
+        "iterations",
+        "decisions",
+        "cost",
+        "budget",
+        "sentences",
+        "missing",
+        "failures",
+        "method",
+    ] {
+        assert!(r.get(key).is_some(), "{key} missing: {r}");
+    }
+    let c = &r["citations"][0];
+    assert!(c["text"].as_str().unwrap().contains("gravitational"), "{c}");
+    assert!(c["span"][1].as_u64() > c["span"][0].as_u64(), "{c}");
+    assert!(r["iterations"][0]["stages"].as_array().unwrap().len() >= 5);
+    // An unrelated question: an honest abstention, exit code 0.
+    let r = json(&run_with_model(
+        &data,
+        &["--json", "ask", "Who won the 1998 world cup?"],
+    ));
+    assert_eq!(r["abstained"], true, "{r}");
+    assert!(r["answer"]
+        .as_str()
+        .unwrap()
+        .starts_with("Insufficient evidence"));
+    // --trace prints the loop; ablations switch stages.
+    let out = run_with_model(
+        &data,
+        &["ask", "What causes the tides?", "--trace", "--no-verify"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("── iteration 1") && text.contains("verify    skipped"),
+        "{text}"
+    );
+    // Bad input: a clear error and exit code 1.
+    for q in ["", "   "] {
+        let out = run_with_model(&data, &["ask", q]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+    }
+    let long = "why ".repeat(25_000);
+    let out = run_with_model(&data, &["ask", &long]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bytes"));
+    let out = run_with_model(&data, &["ask", "tides", "-c", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// A SQuAD 2.0 file of one article: two answerable questions and one unanswerable.
+fn tiny_squad(p: &Path) {
+    let ctx = "The Eiffel Tower was completed in 1889. It was designed by the engineering \
+               company of Gustave Eiffel. It stands in Paris on the Champ de Mars.";
+    let at = |s: &str| ctx.find(s).unwrap();
+    let v = serde_json::json!({"version": "v2.0", "data": [{"title": "Eiffel_Tower", "paragraphs": [
+        {"context": ctx, "qas": [
+            {"id": "a1", "question": "When was the Eiffel Tower completed?", "is_impossible": false,
+             "answers": [{"text": "1889", "answer_start": at("1889")}]},
+            {"id": "a2", "question": "Whose company designed the Eiffel Tower?", "is_impossible": false,
+             "answers": [{"text": "Gustave Eiffel", "answer_start": at("Gustave Eiffel")}]},
+            {"id": "u1", "question": "When was the Eiffel Tower demolished?", "is_impossible": true,
+             "answers": [], "plausible_answers": [{"text": "1889", "answer_start": at("1889")}]}
+        ]},
+        {"context": "Bread rises because yeast makes gas in the dough.", "qas": []}
+    ]}]});
+    write(p, serde_json::to_vec(&v).unwrap());
+}
+
+#[test]
+fn eval_qa_and_calibrate_on_a_squad_file_and_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let squad = tmp.path().join("squad/dev.json");
+    tiny_squad(&squad);
+    let r = json(&run_with_model(
+        &data,
+        &[
+            "--json",
+            "eval",
+            "qa",
+            squad.to_str().unwrap(),
+            "--ablation",
+            "full,no-grade,max-iterations=1",
+        ],
+    ));
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let full = &runs[0]["report"];
+    assert_eq!(full["questions"], 3);
+    assert_eq!(full["unanswerable"], 1);
+    // With grading off every question is answered.
+    assert_eq!(runs[1]["report"]["unanswerable_answered_rate"], 1.0);
+    assert!(full["citation_precision"].is_number() || full["citation_precision"].is_null());
+    // Calibrate writes [grade] into the config (a dry run only prints).
+    let out = run_with_model(
+        &data,
+        &["calibrate", "--data", squad.to_str().unwrap(), "--dry-run"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("threshold") && text.contains("upper"),
+        "{text}"
+    );
+    assert!(!data.join("neuralcore.toml").exists());
+    let out = run_with_model(&data, &["calibrate", "--data", squad.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = std::fs::read_to_string(data.join("neuralcore.toml")).unwrap();
+    assert!(cfg.contains("[grade]") && cfg.contains("weights"), "{cfg}");
+    // The written config loads.
+    assert!(run_with_model(&data, &["config", "show"]).status.success());
+    // Bad input: a missing file, a file that is not SQuAD, an unknown ablation.
+    let out = run_with_model(&data, &["eval", "qa", "/nonexistent/squad.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let bad = tmp.path().join("bad.json");
+    write(&bad, "{\"data\": 3}");
+    let out = run_with_model(&data, &["eval", "qa", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+    let out = run_with_model(
+        &data,
+        &[
+            "eval",
+            "qa",
+            squad.to_str().unwrap(),
+            "--ablation",
+            "no-thinking",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown ablation"));
+}

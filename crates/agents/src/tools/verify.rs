@@ -110,6 +110,7 @@ impl Tool for VerifyTool {
                 }
             }
         }
+        let sides = crate::planner::comparison_sides(&question);
         let (mut verified, mut dropped) = (0, 0);
         for i in pending {
             ctx.check()?;
@@ -136,6 +137,22 @@ impl Tool for VerifyTool {
                         Verdict::Verified,
                         format!("linked: kept evidence from {t:?} names {subject:?}"),
                     ));
+                }
+                // A comparison names its sides: a chunk about one of them is what the
+                // user asked for.
+                if outcome.is_none() {
+                    if let Some((a, b)) = &sides {
+                        let named = |side: &str| {
+                            side.eq_ignore_ascii_case(subject)
+                                || side.to_lowercase().contains(&subject.to_lowercase())
+                        };
+                        if named(a) || named(b) {
+                            outcome = Some((
+                                Verdict::Verified,
+                                format!("linked: the question compares {subject:?}"),
+                            ));
+                        }
+                    }
                 }
             }
             if outcome.is_none() && corroborate {
