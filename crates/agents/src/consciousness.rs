@@ -51,6 +51,28 @@ pub struct AskOptions {
     pub max_iterations: Option<u32>,
     /// Overrides `loop.deadline_ms` (0 = none).
     pub deadline_ms: Option<u64>,
+    /// A conversation to continue: its earlier turns are on the Mind's global scope
+    /// (`sessions.<id>`), offered to the loop as `session.turns`, and this turn is added.
+    pub session: Option<String>,
+}
+
+/// Turns of a session kept on the Mind.
+const SESSION_TURNS: usize = 20;
+
+/// The Mind key of a session, or why the id cannot be one.
+pub fn session_key(id: &str) -> Result<String, AgentError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+    if ok {
+        Ok(format!("sessions.{id}"))
+    } else {
+        Err(AgentError::Invalid(format!(
+            "session id {id:?}: use 1-64 characters of a-z, 0-9, _ and -"
+        )))
+    }
 }
 
 /// One stage of one iteration.
@@ -213,9 +235,20 @@ impl Orchestrator {
         let max_tokens = (cfg.max_tokens > 0).then_some(cfg.max_tokens);
         let max_cost = (cfg.max_cost_usd > 0.0).then_some(cfg.max_cost_usd);
 
+        let session_key = opts.session.as_deref().map(session_key).transpose()?;
         let scope = self.mind.run(run_id)?;
         let me = "consciousness";
         let mut switches = opts.switches;
+        let mut turns: Vec<serde_json::Value> = Vec::new();
+        if let Some(k) = &session_key {
+            turns = self
+                .mind
+                .global()
+                .read(k)?
+                .and_then(|e| serde_json::from_value(e.value).ok())
+                .unwrap_or_default();
+            scope.write("session.turns", json!(turns), me, None)?;
+        }
         scope.write("input.query", json!(question), me, None)?;
         scope.write("input.collection", json!(opts.collection), me, None)?;
         scope.write("loop.switches", json!(switches), me, None)?;
@@ -477,6 +510,18 @@ impl Orchestrator {
         let last_reflection = iterations.iter().rev().find_map(|i| i.reflection.clone());
         let abstained = answer.method == "abstain";
         let citations = self.citations_out(&opts.collection, &answer)?;
+        if let Some(k) = &session_key {
+            turns.push(json!({
+                "question": question,
+                "answer": if abstained { answer.note.clone().unwrap_or_default() } else { answer.text() },
+                "abstained": abstained,
+                "method": answer.method,
+                "run_id": run_id,
+            }));
+            let drop = turns.len().saturating_sub(SESSION_TURNS);
+            turns.drain(..drop);
+            self.mind.global().write(k, json!(turns), me, None)?;
+        }
         let confidence = if abstained {
             0.0
         } else {

@@ -78,6 +78,9 @@ pub struct Services {
     pub llm: Option<Arc<neuralcore_llm::LlmClient>>,
     /// Web search, when `[web] searxng_url` is set.
     pub web: Option<Arc<neuralcore_web::WebSearch>>,
+    /// Where an LLM answer's text goes as it streams (a live draft; the checked answer
+    /// comes in the report). `None`: no streaming.
+    pub on_delta: Option<Arc<dyn Fn(&str) + Send + Sync>>,
 }
 
 impl Services {
@@ -87,6 +90,7 @@ impl Services {
             engine,
             llm: None,
             web: None,
+            on_delta: None,
         }
     }
 }

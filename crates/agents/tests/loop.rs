@@ -1201,3 +1201,71 @@ fn fixture_llm_grader_and_judge_decide_verdicts_and_support() {
         .iter()
         .all(|g| !g.reason.starts_with("LLM grader")));
 }
+
+/// A session keeps its turns on the Mind's global scope: a question about the
+/// conversation is answered from them without retrieval; a bad session id is an error.
+#[test]
+fn sessions_answer_questions_about_the_conversation() {
+    let o = plain(shared());
+    let mut opts = opts("default");
+    opts.session = Some("talk-1".into());
+    let first = ask(&o, "When was the Eiffel Tower completed?", &opts);
+    assert!(!first.abstained, "{}", summary(&first));
+    let r = ask(&o, "What did I just ask?", &opts);
+    assert_eq!(r.method, "direct", "{}", summary(&r));
+    assert!(
+        r.answer.contains("When was the Eiffel Tower completed?"),
+        "{}",
+        r.answer
+    );
+    assert!(!stage_names(&r, 0).contains(&"retrieve"));
+    let r = ask(&o, "Can you repeat your answer?", &opts);
+    assert!(r.answer.contains("1889"), "{}", r.answer);
+    // Another session knows nothing of this one.
+    opts.session = Some("talk-2".into());
+    let r = ask(&o, "What did I just ask?", &opts);
+    assert!(r.answer.contains("no earlier turn"), "{}", r.answer);
+    opts.session = Some("Bad Id!".into());
+    let err = o
+        .ask("run-bad-session", "hello", &opts)
+        .expect_err("a bad session id is an error");
+    assert!(err.to_string().contains("session id"), "{err}");
+}
+
+/// Budgets: a deadline that has already passed still gives a report (tools say the
+/// deadline passed; nothing panics), and an LLM token budget too small for the answer
+/// makes generation extractive, saying why.
+#[test]
+fn budgets_stop_the_loop_and_skip_expensive_stages() {
+    let o = plain(shared());
+    let mut opts = opts("default");
+    opts.deadline_ms = Some(1);
+    std::thread::sleep(Duration::from_millis(2));
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts);
+    assert_eq!(r.budget.deadline_ms, Some(1));
+    assert!(
+        r.failures.iter().any(|f| f.contains("deadline"))
+            || r.budget.stopped.contains("deadline")
+            || !r.budget.skipped.is_empty(),
+        "{}",
+        summary(&r)
+    );
+    assert!(r.iterations.len() <= 1, "{}", summary(&r));
+
+    let kb = kb(|c| c.control.max_tokens = 40, &[("default", CORPUS)]);
+    let server =
+        recording_llm(|_| completion("The Eiffel Tower was completed in 1889 [1].", 100, 20));
+    let o = with_llm(&kb, quick_llm(&server.url, 5000));
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts_for(&kb));
+    let why = summary(&r);
+    assert_eq!(r.method, "extractive", "{why}");
+    assert!(
+        r.note.as_deref().unwrap_or_default().contains("budget"),
+        "{why}"
+    );
+    assert!(r.cost.tokens <= 40, "only the plan was paid for: {why}");
+}
+
+fn opts_for(_kb: &Kb) -> AskOptions {
+    opts("default")
+}

@@ -29,7 +29,12 @@ pub fn services(engine: Arc<Engine>) -> Result<Services> {
     } else {
         None
     };
-    Ok(Services { engine, llm, web })
+    Ok(Services {
+        engine,
+        llm,
+        web,
+        on_delta: None,
+    })
 }
 
 /// An orchestrator over `engine` with the agents of `dirs` (missing folders: every role

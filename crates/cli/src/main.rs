@@ -204,6 +204,14 @@ enum Command {
         /// Run id (the Mind scope the loop writes to; default: a fresh one).
         #[arg(long)]
         run_id: Option<String>,
+        /// Continue a conversation: its turns are kept on the Mind (questions about the
+        /// conversation itself, "what did I just ask?", are answered from them).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// With an LLM: show its answer on stderr as it is written (a draft; the checked
+        /// answer with citations follows on stdout).
+        #[arg(long)]
+        stream: bool,
         /// Agent folders (default: agents.dirs).
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
@@ -734,13 +742,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_iterations,
             deadline_ms,
             run_id,
+            session,
+            stream,
             dirs,
         } => {
             let config = load_config(g)?;
             let dirs = agents::agent_dirs(&config, dirs);
             let mind = agents::open_mind(&config, &g.data_dir)?;
             let engine = std::sync::Arc::new(open(g, config)?);
-            let o = ask::orchestrator(engine, mind, dirs)?;
+            let mut o = ask::orchestrator(engine, mind, dirs)?;
+            if stream {
+                o.services.on_delta = Some(std::sync::Arc::new(|d: &str| {
+                    use std::io::Write;
+                    let mut e = std::io::stderr();
+                    let _ = e.write_all(d.as_bytes());
+                    let _ = e.flush();
+                }));
+            }
             let switches = neuralcore_agents::Switches {
                 no_retrieval,
                 no_grade,
@@ -749,7 +767,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 no_reflect,
                 skip_expensive: false,
             };
-            ask::ask(
+            let r = ask::ask(
                 g.json,
                 &o,
                 ask::AskArgs {
@@ -759,11 +777,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         switches,
                         max_iterations,
                         deadline_ms,
+                        session,
                     },
                     trace,
                     run_id,
                 },
-            )
+            );
+            if stream && o.services.llm.is_some() {
+                eprintln!();
+            }
+            r
         }
         Command::Mind {
             what:

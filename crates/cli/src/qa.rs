@@ -215,6 +215,7 @@ pub fn eval_qa(
                 switches: ab.switches,
                 max_iterations: ab.max_iterations,
                 deadline_ms: None,
+                session: None,
             };
             let r = o.ask(&run_id, &q.question, &opts)?;
             let latency_ms = start.elapsed().as_secs_f64() * 1e3;

@@ -103,7 +103,12 @@ impl Tool for GenerateTool {
                                 budget.tokens.unwrap_or(0)
                             ));
                         } else {
-                            match llm_answer(client, &prompt, &strips) {
+                            match llm_answer(
+                                client,
+                                &prompt,
+                                &strips,
+                                ctx.services.on_delta.as_deref(),
+                            ) {
                                 Ok(a) => out = Some(a),
                                 Err((e, used)) => {
                                     spent = used;
@@ -196,14 +201,36 @@ fn direct(
         return Ok(one(a.clone(), "direct", Some(d.reason.clone())));
     }
     if d.kind == "conversation" {
+        // Questions about the conversation are not what "my last question" means.
         let turns: Vec<serde_json::Value> = ctx
             .mind
             .read("session.turns")?
-            .and_then(|e| serde_json::from_value(e.value).ok())
-            .unwrap_or_default();
-        let text = match turns.last().and_then(|t| t.get("question")).and_then(|q| q.as_str()) {
-            Some(q) => format!("Your previous question was: {q}"),
-            None => "There is no earlier turn in this conversation.".to_string(),
+            .and_then(|e| serde_json::from_value::<Vec<serde_json::Value>>(e.value).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.get("method").and_then(|m| m.as_str()) != Some("direct"))
+            .collect();
+        let q = question.to_lowercase();
+        let about_answer = q.contains("you") || q.contains("repeat") || q.contains("answer");
+        let field = |t: &serde_json::Value, k: &str| {
+            t.get(k).and_then(|v| v.as_str()).map(str::to_string)
+        };
+        let text = match turns.last() {
+            None => "There is no earlier turn in this conversation (use a session to keep one: \
+                     `ask --session NAME`)."
+                .to_string(),
+            Some(t) if about_answer => match field(t, "answer") {
+                Some(a) => format!("My previous answer was: {a}"),
+                None => "I gave no answer before.".to_string(),
+            },
+            Some(_) if q.contains("first") => match turns.first().and_then(|f| field(f, "question")) {
+                Some(f) => format!("Your first question was: {f}"),
+                None => "There is no earlier question.".to_string(),
+            },
+            Some(t) => match field(t, "question") {
+                Some(p) => format!("Your previous question was: {p}"),
+                None => "There is no earlier question.".to_string(),
+            },
         };
         return Ok(one(text, "direct", Some(d.reason.clone())));
     }
@@ -266,12 +293,17 @@ fn llm_answer(
     client: &neuralcore_llm::LlmClient,
     prompt: &str,
     strips: &[Strip],
+    on_delta: Option<&(dyn Fn(&str) + Send + Sync)>,
 ) -> Result<Answer, (String, (u64, f64))> {
     let req = neuralcore_llm::ChatRequest::new(vec![
         neuralcore_llm::ChatMessage::system(SYSTEM_PROMPT),
         neuralcore_llm::ChatMessage::user(prompt),
     ]);
-    let r = client.chat(&req).map_err(|e| (e.to_string(), (0, 0.0)))?;
+    let r = match on_delta {
+        Some(f) => client.chat_stream(&req, &mut |d| f(d)),
+        None => client.chat(&req),
+    }
+    .map_err(|e| (e.to_string(), (0, 0.0)))?;
     let spent = (r.usage.total(), r.cost_usd.unwrap_or(0.0));
     let mut a = parse_cited(&r.text, strips);
     a.tokens = r.usage.total();
