@@ -68,6 +68,9 @@ impl ToolSpec {
     }
 }
 
+/// A sink for streamed LLM text.
+pub type OnDelta = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Services shared by every tool of a process (the engine over the data dir, and the
 /// optional LLM endpoint and web search).
 #[derive(Clone)]
@@ -80,7 +83,7 @@ pub struct Services {
     pub web: Option<Arc<neuralcore_web::WebSearch>>,
     /// Where an LLM answer's text goes as it streams (a live draft; the checked answer
     /// comes in the report). `None`: no streaming.
-    pub on_delta: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    pub on_delta: Option<OnDelta>,
 }
 
 impl Services {
