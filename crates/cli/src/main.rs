@@ -6,6 +6,7 @@
 mod agents;
 mod ask;
 mod eval;
+mod memory;
 mod output;
 mod qa;
 
@@ -216,6 +217,18 @@ enum Command {
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
     },
+    /// Trust-weighted memory: add, search, signal, relate, forget, and what a session
+    /// loads.
+    ///
+    /// Every memory starts at trust 0.5; signals move it (used +0.05, confirmed +0.10,
+    /// ignored −0.05, corrected −0.10, clamped to [0, 1]); unused memories decay; below
+    /// 0.3 a memory is archived (restorable), and purged after a grace period. `audit`
+    /// shows every change. SUPERSEDES hides the old memory; PARTIAL_UPDATE returns both,
+    /// newest first; CONTRADICTS flags the lower-trust side.
+    Memory {
+        #[command(subcommand)]
+        what: memory::MemoryCommand,
+    },
     /// Fetch, list and try embedding models (kept in <data dir>/models).
     Models {
         #[command(subcommand)]
@@ -278,6 +291,25 @@ enum EvalCommand {
         /// e.g. `--rerank 0,20`.
         #[arg(long, value_delimiter = ',', default_value = "0")]
         rerank: Vec<usize>,
+    },
+    /// Evaluate memory retrieval on LoCoMo (a file, or a folder holding one).
+    ///
+    /// Every turn becomes an episode memory (speaker, session date, scoped to its
+    /// conversation); every QA item searches its conversation. Reports recall@5/10 of
+    /// the evidence turns per category (5, adversarial, on its own line), side by side
+    /// with plain BM25 and plain vector search over the same memories, and latency.
+    Locomo {
+        /// The data set (../shared/data/locomo).
+        path: PathBuf,
+        /// Conversations to use, e.g. 1-5 (default: all).
+        #[arg(long)]
+        conversations: Option<String>,
+        /// Memories retrieved per question.
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Write one JSON line per question and system to this file.
+        #[arg(long)]
+        per_question: Option<PathBuf>,
     },
     /// Evaluate answers: SQuAD 2.0 or HotpotQA (a file, or a folder holding one).
     ///
@@ -664,6 +696,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
             )?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval {
+            what:
+                EvalCommand::Locomo {
+                    path,
+                    conversations,
+                    k,
+                    per_question,
+                },
+        } => {
+            let engine = open(g, load_config(g)?)?;
+            memory::eval_locomo(
+                g.json,
+                g.quiet,
+                &engine,
+                memory::LocomoArgs {
+                    path,
+                    conversations,
+                    k,
+                    per_question,
+                },
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Memory { what } => {
+            let config = load_config(g)?;
+            let engine = open(g, config)?;
+            memory::run(g.json, engine, &g.data_dir, what)
         }
         Command::Models { what } => models(g, what),
         Command::Tools {

@@ -39,6 +39,10 @@ pub trait Embedder: Send + Sync {
     fn model_id(&self) -> &str;
     /// Length of each vector.
     fn dimension(&self) -> usize;
+    /// Tokens of `text` by the model's own tokenizer (no truncation), if it has one.
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Vec<Vec<f32>>, ModelError>;
     /// The vector of one query.

@@ -1,7 +1,7 @@
 //! Retrieval and question-answering evaluation for neuralcore.
 //!
 //! This crate is a pure library: it does no store access and contains no CLI code.
-//! It provides three things:
+//! It provides four things:
 //!
 //! * [`beir`]: loading of a dataset in the [BEIR](https://github.com/beir-cellar/beir)
 //!   folder layout (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`). The corpus is
@@ -14,6 +14,10 @@
 //!   ([`QaSet`]), written as a BEIR-style corpus for ingestion ([`write_corpus_jsonl`]),
 //!   and answer / abstention / citation / evidence metrics over the engine's outcomes
 //!   ([`score`] → [`QaReport`], [`render_side_by_side`]).
+//! * [`locomo`]: long-conversation memory: the LoCoMo conversations loaded as dialogue
+//!   [`Turn`]s and [`MemQuestion`]s with evidence turn ids ([`load_locomo`] →
+//!   [`LocomoSet`]), and evidence recall of memory retrieval per question category
+//!   ([`score_memory_retrieval`] → [`MemRetrievalReport`], [`render_memory_side_by_side`]).
 //!
 //! A typical evaluation loop:
 //!
@@ -42,11 +46,17 @@
 
 pub mod beir;
 pub mod error;
+pub mod locomo;
 pub mod metrics;
 pub mod qa;
 
 pub use beir::{available_splits, BeirDataset, Qrels, Query};
 pub use error::EvalError;
+pub use locomo::{
+    category_name, evidence_recall, load_locomo, render_memory_side_by_side,
+    score_memory_retrieval, turn_key, CategoryStats, EvidenceStats, LocomoSet, MemQuestion,
+    MemRetrievalReport, RecallStats, Turn, CATEGORY_NAMES,
+};
 pub use metrics::{
     hit_at_k, mrr_at_k, ndcg_at_k, percentile_nearest_rank, precision_at_k, recall_at_k,
     side_by_side, QueryMetrics, Summary,

@@ -35,6 +35,8 @@ pub struct SentenceEmbedder {
     /// Buffers of the forward pass, reused across batches.
     workspace: Mutex<Workspace>,
     tokenizer: Tokenizer,
+    /// The same vocabulary without truncation, for counting tokens.
+    counter: Tokenizer,
     pooling: Pooling,
     normalize: bool,
     dim: usize,
@@ -152,6 +154,11 @@ impl SentenceEmbedder {
             .min(cfg.max_position_embeddings);
         let st: StConfig =
             read_json(&dir.join("config_sentence_transformers.json"))?.unwrap_or_default();
+        let mut counter = tokenizer.clone();
+        counter
+            .with_truncation(None)
+            .map_err(|e| invalid(&tok_path, e))?;
+        counter.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_len,
@@ -177,6 +184,7 @@ impl SentenceEmbedder {
             bert,
             workspace: Mutex::new(Workspace::default()),
             tokenizer,
+            counter,
             pooling,
             normalize,
             dim: cfg.hidden_size,
@@ -266,6 +274,10 @@ impl Embedder for SentenceEmbedder {
 
     fn dimension(&self) -> usize {
         self.dim
+    }
+
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        self.counter.encode(text, false).ok().map(|e| e.len())
     }
 
     fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Vec<Vec<f32>>, ModelError> {

@@ -55,9 +55,11 @@ impl Tool for FusionTool {
         let rrf_k: f64 = ctx.param("rrf_k", cfg.rrf_k);
         // Without weights (no agent file says), the engine's own hybrid weighting:
         // keyword 1 - alpha, vector alpha (search.alpha, chosen on SciFact train).
+        // The entity-graph walk is a supplement: it adds chunks, it does not outvote.
         let engine_weights: BTreeMap<String, f64> = [
             ("keyword".to_string(), 1.0 - cfg.alpha),
             ("vector".to_string(), cfg.alpha),
+            ("graph".to_string(), 0.3),
         ]
         .into();
         let weights: BTreeMap<String, f64> = ctx.param("weights", engine_weights);

@@ -1,0 +1,590 @@
+//! `neuralcore memory add|get|search|list|signal|link|forget|restore|sweep|audit|tiers`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use neuralcore_engine::{Config, Engine};
+use neuralcore_memory::{
+    Filter, Kind, MemScope, Memory, MemoryBackend, MemorySearcher, MemoryStore, NewMemory, RelKind,
+    SearchOptions, Signal, Status,
+};
+
+/// Memory subcommands.
+#[derive(Subcommand, Debug)]
+pub enum MemoryCommand {
+    /// Remember something (trust starts at memory.initial).
+    Add {
+        /// The text.
+        text: String,
+        /// fact, decision, rule, preference, procedure or episode.
+        #[arg(long, default_value = "fact")]
+        kind: String,
+        /// Project it belongs to.
+        #[arg(long, default_value = "")]
+        project: String,
+        /// Session it belongs to.
+        #[arg(long, default_value = "")]
+        session: String,
+        /// Agent it belongs to.
+        #[arg(long, default_value = "")]
+        agent: String,
+        /// Where it came from.
+        #[arg(long, default_value = "user")]
+        source: String,
+        /// When what it says happened.
+        #[arg(long)]
+        occurred_at: Option<String>,
+    },
+    /// One memory: text, trust (decay included), status, counts, relations.
+    Get {
+        /// Its id.
+        id: String,
+    },
+    /// Search active memories (BM25 + vectors, weighted by trust; superseded hidden).
+    Search {
+        /// The query.
+        query: String,
+        /// Results.
+        #[arg(short, default_value_t = 10)]
+        k: usize,
+        /// Only this project.
+        #[arg(long, default_value = "")]
+        project: String,
+        /// Only this session.
+        #[arg(long, default_value = "")]
+        session: String,
+        /// Show superseded memories too (below their successors).
+        #[arg(long)]
+        include_superseded: bool,
+    },
+    /// List memories.
+    List {
+        /// active, archived, purged or all.
+        #[arg(long, default_value = "active")]
+        status: String,
+        /// Only this project.
+        #[arg(long, default_value = "")]
+        project: String,
+        /// Only this session.
+        #[arg(long, default_value = "")]
+        session: String,
+        /// Only this kind.
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// Send a trust signal: used, confirmed, ignored or corrected.
+    Signal {
+        /// The memory.
+        id: String,
+        /// The signal.
+        signal: String,
+        /// Who sends it (recorded in the audit log).
+        #[arg(long, default_value = "user")]
+        by: String,
+    },
+    /// Relate two nodes: FROM KIND TO, KIND one of SUPERSEDES, PARTIAL_UPDATE,
+    /// RELATED_TO, CONTRADICTS, DERIVED_FROM, MENTIONS, PART_OF.
+    Link {
+        /// Source (a memory id, or ent:/doc:/chunk: node).
+        from: String,
+        /// Relation.
+        kind: String,
+        /// Target.
+        to: String,
+    },
+    /// Archive a memory (left out of search; `restore` brings it back until purged).
+    Forget {
+        /// The memory.
+        id: String,
+    },
+    /// Bring an archived memory back.
+    Restore {
+        /// The memory.
+        id: String,
+    },
+    /// Write decay, archive low-trust memories and purge old archived ones now.
+    Sweep,
+    /// Why a memory has its trust: every change, by whom, when.
+    Audit {
+        /// The memory.
+        id: String,
+    },
+    /// What a session would load: L0 summary, L1 key decisions and rules, L2 search.
+    Tiers {
+        /// The session.
+        #[arg(long, default_value = "")]
+        session: String,
+        /// The project (L0 and L1 draw on it).
+        #[arg(long, default_value = "")]
+        project: String,
+        /// A query for L2 (full search).
+        #[arg(long)]
+        query: Option<String>,
+    },
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The configured memory backend.
+pub fn open_backend(config: &Config, data_dir: &Path) -> Result<Arc<dyn MemoryBackend>> {
+    let m = &config.memory;
+    Ok(match m.backend.as_str() {
+        "memory" => Arc::new(neuralcore_memory::InMemoryBackend::new()),
+        "postgres" => Arc::new(
+            neuralcore_memory_pg::PgBackend::connect(&m.postgres_url, &m.postgres_schema)
+                .context("[memory] postgres backend")?,
+        ),
+        _ => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("cannot create {}", data_dir.display()))?;
+            Arc::new(neuralcore_memory::RedbBackend::open(
+                &data_dir.join("memory.redb"),
+            )?)
+        }
+    })
+}
+
+/// The memory store the config asks for.
+pub fn open_store(config: &Config, data_dir: &Path) -> Result<Arc<MemoryStore>> {
+    Ok(Arc::new(MemoryStore::new(
+        open_backend(config, data_dir)?,
+        config.memory.trust(),
+    )?))
+}
+
+fn show(m: &Memory) {
+    println!(
+        "{}  trust {:.3}  {}  {}{}",
+        m.id,
+        m.trust,
+        m.status.as_str(),
+        m.kind.as_str(),
+        if m.scope.project.is_empty() {
+            String::new()
+        } else {
+            format!("  project {}", m.scope.project)
+        }
+    );
+    if !m.text.is_empty() {
+        println!("    {}", m.text.chars().take(300).collect::<String>());
+    }
+}
+
+/// Run a memory subcommand.
+pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> Result<ExitCode> {
+    let cfg = engine.config().clone();
+    let store = open_store(&cfg, data_dir)?;
+    let now = now_ms();
+    let print = |v: serde_json::Value| -> Result<()> {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        Ok(())
+    };
+    match what {
+        MemoryCommand::Add {
+            text,
+            kind,
+            project,
+            session,
+            agent,
+            source,
+            occurred_at,
+        } => {
+            let kind = Kind::parse(&kind).with_context(|| {
+                format!(
+                    "unknown kind {kind:?} (fact, decision, rule, preference, procedure, episode)"
+                )
+            })?;
+            let searcher = MemorySearcher::new(store, engine.embedder());
+            let m = searcher.add(
+                NewMemory {
+                    text,
+                    kind: Some(kind),
+                    scope: MemScope {
+                        tenant: cfg.mind.tenant.clone(),
+                        project,
+                        agent,
+                        session,
+                    },
+                    source,
+                    occurred_at,
+                    ..Default::default()
+                },
+                "user",
+                now,
+            )?;
+            if json {
+                print(serde_json::to_value(strip(m))?)?;
+            } else {
+                println!("{}", m.id);
+            }
+        }
+        MemoryCommand::Get { id } => {
+            let m = store.get(&id, now)?;
+            let rels = store.relations(&id)?;
+            if json {
+                print(serde_json::json!({"memory": strip(m), "relations": rels}))?;
+            } else {
+                show(&m);
+                for (k, v) in &m.use_counts {
+                    println!("    {k}: {v}");
+                }
+                for r in rels {
+                    println!("    {} {} {}", r.from, r.kind.as_str(), r.to);
+                }
+            }
+        }
+        MemoryCommand::Search {
+            query,
+            k,
+            project,
+            session,
+            include_superseded,
+        } => {
+            let searcher = MemorySearcher::new(store, engine.embedder());
+            let hits = searcher.search(
+                &query,
+                &SearchOptions {
+                    k,
+                    filter: Filter {
+                        project,
+                        session,
+                        ..Default::default()
+                    },
+                    include_superseded,
+                    alpha: cfg.memory.alpha,
+                    trust_weight: cfg.memory.trust_weight,
+                },
+                now,
+            )?;
+            if json {
+                let v: Vec<_> = hits
+                    .into_iter()
+                    .map(|h| {
+                        serde_json::json!({"score": h.score, "relevance": h.relevance,
+                            "flags": h.flags, "memory": strip(h.memory)})
+                    })
+                    .collect();
+                print(serde_json::json!(v))?;
+            } else {
+                if hits.is_empty() {
+                    println!("no memories match");
+                }
+                for (i, h) in hits.iter().enumerate() {
+                    print!("{:>2}. score {:.3}  ", i + 1, h.score);
+                    show(&h.memory);
+                    for f in &h.flags {
+                        println!("    ! {f}");
+                    }
+                }
+            }
+        }
+        MemoryCommand::List {
+            status,
+            project,
+            session,
+            kind,
+        } => {
+            let statuses = match status.as_str() {
+                "all" => vec![Status::Active, Status::Archived, Status::Purged],
+                s => vec![Status::parse(s).with_context(|| {
+                    format!("unknown status {s:?} (active, archived, purged, all)")
+                })?],
+            };
+            let kinds = match kind {
+                Some(k) => vec![Kind::parse(&k).with_context(|| format!("unknown kind {k:?}"))?],
+                None => Vec::new(),
+            };
+            let v = store.list(
+                &Filter {
+                    statuses,
+                    project,
+                    session,
+                    kinds,
+                    ..Default::default()
+                },
+                now,
+            )?;
+            if json {
+                print(serde_json::json!(v
+                    .into_iter()
+                    .map(strip)
+                    .collect::<Vec<_>>()))?;
+            } else {
+                for m in &v {
+                    show(m);
+                }
+                println!("{} memories", v.len());
+            }
+        }
+        MemoryCommand::Signal { id, signal, by } => {
+            let s = Signal::parse(&signal).with_context(|| {
+                format!("unknown signal {signal:?} (used, confirmed, ignored, corrected)")
+            })?;
+            let m = store.signal(&id, s, &by, now)?;
+            if json {
+                print(serde_json::to_value(strip(m))?)?;
+            } else {
+                show(&m);
+            }
+        }
+        MemoryCommand::Link { from, kind, to } => {
+            let k = RelKind::parse(&kind).with_context(|| {
+                format!(
+                    "unknown relation {kind:?} ({})",
+                    RelKind::ALL.map(|k| k.as_str()).join(", ")
+                )
+            })?;
+            let r = store.link(&from, k, &to, "user", now)?;
+            if json {
+                print(serde_json::to_value(r)?)?;
+            } else {
+                println!("{} {} {}", r.from, r.kind.as_str(), r.to);
+            }
+        }
+        MemoryCommand::Forget { id } => {
+            let m = store.forget(&id, "user", now)?;
+            if json {
+                print(serde_json::to_value(strip(m))?)?;
+            } else {
+                show(&m);
+            }
+        }
+        MemoryCommand::Restore { id } => {
+            let m = store.restore(&id, "user", now)?;
+            if json {
+                print(serde_json::to_value(strip(m))?)?;
+            } else {
+                show(&m);
+            }
+        }
+        MemoryCommand::Sweep => {
+            let r = store.sweep("sweep", now)?;
+            if json {
+                print(serde_json::to_value(r)?)?;
+            } else {
+                println!(
+                    "{} memories: {} decayed, {} archived, {} purged",
+                    r.seen, r.decayed, r.archived, r.purged
+                );
+            }
+        }
+        MemoryCommand::Audit { id } => {
+            let a = store.audit(&id)?;
+            if json {
+                print(serde_json::to_value(a)?)?;
+            } else {
+                for e in a {
+                    println!(
+                        "{}  {:<9} {:.3} → {:.3} ({:+.3})  by {}  {}",
+                        e.at_ms,
+                        e.event,
+                        e.trust_before,
+                        e.trust_after,
+                        e.delta(),
+                        e.by,
+                        e.note
+                    );
+                }
+            }
+        }
+        MemoryCommand::Tiers {
+            session,
+            project,
+            query,
+        } => {
+            let searcher = MemorySearcher::new(store, engine.embedder());
+            let t = neuralcore_memory::tiers::load(
+                &searcher,
+                &neuralcore_memory::tiers::TierRequest {
+                    project,
+                    session,
+                    query,
+                    ..Default::default()
+                },
+                now,
+            )?;
+            if json {
+                print(serde_json::to_value(&t)?)?;
+            } else {
+                print!("{}", t.render());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A memory without its embedding (for printing).
+fn strip(mut m: Memory) -> Memory {
+    m.embedding = None;
+    m
+}
+
+/// What `eval locomo` was asked.
+pub struct LocomoArgs {
+    pub path: std::path::PathBuf,
+    pub conversations: Option<String>,
+    pub k: usize,
+    pub per_question: Option<std::path::PathBuf>,
+}
+
+/// `eval locomo`: every turn of LoCoMo conversations becomes an episode memory (speaker,
+/// session date); each QA item with evidence searches its conversation's memories; the
+/// evidence turns' recall@10 is reported per category, side by side with plain BM25 and
+/// plain vector search over the same memories.
+pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> Result<()> {
+    use std::io::Write;
+    let range = match &a.conversations {
+        Some(r) => Some(crate::qa::parse_range(r)?),
+        None => None,
+    };
+    let path = if a.path.is_dir() {
+        std::fs::read_dir(&a.path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .with_context(|| format!("no .json file in {}", a.path.display()))?
+    } else {
+        a.path.clone()
+    };
+    let set = neuralcore_eval::load_locomo(&path, range)?;
+    let store = Arc::new(MemoryStore::new(
+        Arc::new(neuralcore_memory::InMemoryBackend::new()),
+        engine.config().memory.trust(),
+    )?);
+    let embedder = engine.embedder();
+    if embedder.is_none() && !quiet {
+        eprintln!("note: no embedding model: the vector rows are empty (neuralcore models pull)");
+    }
+    let searcher = MemorySearcher::new(store, embedder);
+    let now = now_ms();
+    let t0 = std::time::Instant::now();
+    let mut news: Vec<NewMemory> = set
+        .turns
+        .iter()
+        .map(|t| {
+            let mut metadata = std::collections::BTreeMap::new();
+            metadata.insert("speaker".to_string(), serde_json::json!(t.speaker));
+            metadata.insert("dia_id".to_string(), serde_json::json!(t.dia_id));
+            NewMemory {
+                text: t.text.clone(),
+                kind: Some(Kind::Episode),
+                scope: MemScope {
+                    tenant: "locomo".into(),
+                    project: t.conversation.clone(),
+                    agent: String::new(),
+                    session: format!("{}-s{}", t.conversation, t.session),
+                },
+                source: format!("locomo:{}", t.conversation),
+                occurred_at: Some(t.session_date.clone()),
+                metadata,
+                embedding: None,
+            }
+        })
+        .collect();
+    let mems = searcher.add_many(&mut news, "eval", now)?;
+    let dia: std::collections::HashMap<String, String> = mems
+        .iter()
+        .map(|m| {
+            (
+                m.id.clone(),
+                m.metadata
+                    .get("dia_id")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    searcher.refresh()?;
+    if !quiet && !json {
+        eprintln!(
+            "{} turns of {} conversations stored as memories in {:.1} s",
+            mems.len(),
+            set.conversations().len(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    let mcfg = &engine.config().memory;
+    let systems: Vec<(&str, f32, f32)> = vec![
+        ("memory", mcfg.alpha, mcfg.trust_weight),
+        ("bm25", 0.0, 0.0),
+        ("vector", 1.0, 0.0),
+    ];
+    let mut out = match &a.per_question {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for (label, alpha, tw) in systems {
+        if alpha > 0.0 && searcher.embedder().is_none() {
+            continue;
+        }
+        let mut runs = Vec::new();
+        for (i, q) in set.questions.iter().enumerate() {
+            let start = std::time::Instant::now();
+            let hits = searcher.search(
+                &q.question,
+                &SearchOptions {
+                    k: a.k,
+                    filter: Filter {
+                        project: q.conversation.clone(),
+                        ..Default::default()
+                    },
+                    include_superseded: false,
+                    alpha,
+                    trust_weight: tw,
+                },
+                now,
+            )?;
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let ids: Vec<String> = hits
+                .iter()
+                .filter_map(|h| dia.get(&h.memory.id).cloned())
+                .collect();
+            if let Some(f) = out.as_mut() {
+                writeln!(
+                    f,
+                    "{}",
+                    serde_json::json!({"system": label, "question": q.question,
+                        "category": q.category, "evidence": q.evidence, "retrieved": ids})
+                )?;
+            }
+            runs.push((i, ids, ms));
+        }
+        rows.push((
+            label.to_string(),
+            neuralcore_eval::score_memory_retrieval(&set, &runs),
+        ));
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "dataset": path.display().to_string(),
+                "memories": mems.len(),
+                "questions": set.questions.len(),
+                "k": a.k,
+                "runs": rows.iter().map(|(l, r)| serde_json::json!({"system": l, "report": r})).collect::<Vec<_>>(),
+            }))?
+        );
+    } else {
+        println!(
+            "LoCoMo ({}): {} memories, {} questions",
+            path.display(),
+            mems.len(),
+            set.questions.len()
+        );
+        print!("{}", neuralcore_eval::render_memory_side_by_side(&rows));
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! From `postgres` errors to [`MemoryError`], and URLs without their password.
+//!
+//! The split follows what a caller can do about it: connection trouble (refused, reset,
+//! timed out, the server shutting down, too many clients) and transient conflicts
+//! (deadlock, serialization failure) are `Unavailable`, worth retrying; a value
+//! PostgreSQL cannot store (a NUL character in a text column) is `Invalid`; everything
+//! else is `Backend`.
+
+use std::error::Error as _;
+
+use neuralcore_memory::MemoryError;
+
+/// SQLSTATEs that mean "try again later".
+const TRANSIENT: &[&str] = &[
+    "57P01", // admin_shutdown
+    "57P02", // crash_shutdown
+    "57P03", // cannot_connect_now (starting up)
+    "53300", // too_many_connections
+    "40001", // serialization_failure
+    "40P01", // deadlock_detected
+];
+
+/// SQLSTATEs for values PostgreSQL cannot store as given.
+const UNSTORABLE: &[&str] = &[
+    "22P05", // untranslatable_character (\u0000 where text is needed)
+    "22021", // character_not_in_repertoire (NUL in text)
+];
+
+/// Map a driver error; `url` (already without password) names the server in connection
+/// errors.
+pub(crate) fn map(e: postgres::Error, url: &str) -> MemoryError {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        let msg = format!("{} ({code}): {}", db.severity(), db.message());
+        let msg = match db.detail() {
+            Some(d) => format!("{msg}; {d}"),
+            None => msg,
+        };
+        return if code.starts_with("08") || TRANSIENT.contains(&code) {
+            MemoryError::Unavailable(format!("{url}: {msg}"))
+        } else if UNSTORABLE.contains(&code) {
+            MemoryError::Invalid(format!(
+                "PostgreSQL cannot store this value (no NUL in ids, scopes or nodes): {msg}"
+            ))
+        } else {
+            MemoryError::Backend(format!("PostgreSQL {msg}"))
+        };
+    }
+    let io = e
+        .source()
+        .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+    if io || e.is_closed() || e.to_string().starts_with("timeout") {
+        MemoryError::Unavailable(format!("{url}: {e}"))
+    } else {
+        MemoryError::Backend(format!("PostgreSQL client: {e}"))
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages. Handles both the URL form
+/// (`postgres://user:secret@host/db`) and the key-value form (`password=secret`).
+pub(crate) fn redact(url: &str) -> String {
+    if let Some(rest_at) = url.find("://").map(|i| i + 3) {
+        let rest = &url[rest_at..];
+        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                return format!("{}{}:***{}", &url[..rest_at], &rest[..colon], &rest[at..]);
+            }
+        }
+        // A password can also be a query parameter.
+        return redact_kv(url, '&');
+    }
+    redact_kv(url, ' ')
+}
+
+/// Replace the value of `password=` in a `sep`-separated list.
+fn redact_kv(s: &str, sep: char) -> String {
+    let Some(i) = s.find("password=") else {
+        return s.to_string();
+    };
+    let start = i + "password=".len();
+    let end = if s[start..].starts_with('\'') {
+        // A quoted key-value: up to the closing quote.
+        s[start + 1..]
+            .find('\'')
+            .map(|j| start + j + 2)
+            .unwrap_or(s.len())
+    } else {
+        s[start..].find(sep).map(|j| start + j).unwrap_or(s.len())
+    };
+    format!("{}***{}", &s[..start], &s[end..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            redact("postgresql://u:p@ss@h/db?x=1"),
+            "postgresql://u:***@h/db?x=1"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            redact("postgres://h/db?user=u&password=secret&x=1"),
+            "postgres://h/db?user=u&password=***&x=1"
+        );
+        assert_eq!(
+            redact("host=h user=u password=secret dbname=d"),
+            "host=h user=u password=*** dbname=d"
+        );
+        assert_eq!(
+            redact("host=h password='se cret' dbname=d"),
+            "host=h password=*** dbname=d"
+        );
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}

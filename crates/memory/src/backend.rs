@@ -1,0 +1,39 @@
+//! What a storage backend provides: atomic operations on memories, their audit log and
+//! relations. The trust rules live above, in [`crate::MemoryStore`], so backends cannot
+//! drift apart; [`crate::conformance`] checks each against the same suite.
+
+use crate::error::MemResult;
+use crate::types::{AuditEntry, Filter, Memory, RelKind, Relation};
+
+/// A change to one memory: edit it in place and return the audit entries that explain
+/// the change (written in the same transaction).
+pub type Update<'a> = &'a mut dyn FnMut(&mut Memory) -> MemResult<Vec<AuditEntry>>;
+
+/// Storage of memories, audit entries and relations.
+pub trait MemoryBackend: Send + Sync {
+    /// Short name (`memory`, `embedded`, `postgres`).
+    fn name(&self) -> &'static str;
+    /// Insert a new memory and its audit entries atomically; `Conflict` if the id
+    /// exists.
+    fn insert(&self, m: &Memory, audit: &[AuditEntry]) -> MemResult<()>;
+    /// One memory.
+    fn get(&self, id: &str) -> MemResult<Option<Memory>>;
+    /// Memories passing `filter`, in id order.
+    fn list(&self, filter: &Filter) -> MemResult<Vec<Memory>>;
+    /// Every memory id, in order.
+    fn ids(&self) -> MemResult<Vec<String>>;
+    /// Atomically read `id`, apply `f`, write the memory and the audit entries `f`
+    /// returns. Concurrent updates of one memory are serialized, so none is lost.
+    /// `NotFound` when missing; an error from `f` aborts with nothing written.
+    fn update(&self, id: &str, f: Update<'_>) -> MemResult<Memory>;
+    /// The audit log of a memory, oldest first.
+    fn audit(&self, id: &str) -> MemResult<Vec<AuditEntry>>;
+    /// Add a relation; `false` when the same (from, kind, to) already exists.
+    fn insert_relation(&self, r: &Relation) -> MemResult<bool>;
+    /// Remove a relation (by from, kind, to); `false` when there was none.
+    fn remove_relation(&self, from: &str, kind: RelKind, to: &str) -> MemResult<bool>;
+    /// Relations that start or end at `node`.
+    fn relations(&self, node: &str) -> MemResult<Vec<Relation>>;
+    /// Every relation of a kind.
+    fn relations_of_kind(&self, kind: RelKind) -> MemResult<Vec<Relation>>;
+}

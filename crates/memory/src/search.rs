@@ -1,0 +1,482 @@
+//! Searching memories: BM25 over their texts and cosine over their embeddings, fused,
+//! weighted by trust, then the relation rules:
+//!
+//! - a memory SUPERSEDED by an active one is hidden (even when it matches better); when
+//!   asked to include it, it is never ranked above its successor;
+//! - PARTIAL_UPDATE returns both, the newer first;
+//! - CONTRADICTS marks both sides; the lower-trust side is flagged, never dropped.
+//!
+//! The index lives in memory, built from the store on first use and kept in step by
+//! [`MemorySearcher::add`] and [`MemorySearcher::refresh`]; a few thousand memories
+//! index in milliseconds.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use neuralcore_core::{Embedder, TextKind};
+use rust_stemmers::{Algorithm, Stemmer};
+use serde::Serialize;
+
+use crate::error::{MemResult, MemoryError};
+use crate::store::{MemoryStore, NewMemory};
+use crate::trust;
+use crate::types::{Filter, Memory, RelKind, Status};
+
+/// Words left out of the memory index.
+const STOP: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+    "to", "was", "will", "with", "what", "which", "who", "when", "where", "how", "did", "do",
+    "does", "i", "you", "me", "my", "your", "we", "our", "he", "she", "his", "her",
+];
+
+/// How to search.
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// Results wanted.
+    pub k: usize,
+    /// Which memories (default: active ones).
+    pub filter: Filter,
+    /// Show superseded memories too (never above their successors).
+    pub include_superseded: bool,
+    /// Weight of the vector score against BM25 (0 = keyword only, 1 = vector only).
+    pub alpha: f32,
+    /// How much trust scales relevance: `relevance × (1 − w + w × trust)`.
+    pub trust_weight: f32,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            k: 10,
+            filter: Filter::default(),
+            include_superseded: false,
+            alpha: 0.5,
+            trust_weight: 0.3,
+        }
+    }
+}
+
+/// One result.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemHit {
+    /// The memory (trust as of the search).
+    pub memory: Memory,
+    /// Final score.
+    pub score: f32,
+    /// Relevance before trust.
+    pub relevance: f32,
+    /// Why it is marked: `superseded by <id>`, `partial update of <id>`,
+    /// `contradicts <id> (lower trust: flagged)`.
+    pub flags: Vec<String>,
+}
+
+/// The in-memory index.
+#[derive(Default)]
+struct Index {
+    ids: Vec<String>,
+    pos: HashMap<String, usize>,
+    memories: Vec<Memory>,
+    lens: Vec<f32>,
+    postings: HashMap<String, Vec<(u32, f32)>>,
+    total_len: f64,
+    built: bool,
+}
+
+/// Search over a [`MemoryStore`].
+pub struct MemorySearcher {
+    store: Arc<MemoryStore>,
+    embedder: Option<Arc<dyn Embedder>>,
+    index: RwLock<Index>,
+}
+
+/// Analyzed terms of a text: lower case, split on non-alphanumerics, stop words out,
+/// English stems.
+pub fn terms(text: &str) -> Vec<String> {
+    let stem = Stemmer::create(Algorithm::English);
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .filter(|w| !STOP.contains(&w.as_str()))
+        .map(|w| stem.stem(&w).into_owned())
+        .collect()
+}
+
+/// What is indexed of a memory: its text, with the speaker and date when known.
+pub fn indexed_text(m: &Memory) -> String {
+    let mut t = String::new();
+    if let Some(s) = m.metadata.get("speaker").and_then(|v| v.as_str()) {
+        t.push_str(s);
+        t.push_str(": ");
+    }
+    t.push_str(&m.text);
+    if let Some(d) = &m.occurred_at {
+        t.push_str(" (");
+        t.push_str(d);
+        t.push(')');
+    }
+    t
+}
+
+impl Index {
+    fn push(&mut self, m: Memory) {
+        let i = self.ids.len();
+        let ts = terms(&indexed_text(&m));
+        let mut tf: HashMap<&str, f32> = HashMap::new();
+        for t in &ts {
+            *tf.entry(t.as_str()).or_default() += 1.0;
+        }
+        for (t, f) in tf {
+            self.postings
+                .entry(t.to_string())
+                .or_default()
+                .push((i as u32, f));
+        }
+        self.lens.push(ts.len() as f32);
+        self.total_len += ts.len() as f64;
+        self.pos.insert(m.id.clone(), i);
+        self.ids.push(m.id.clone());
+        self.memories.push(m);
+    }
+
+    /// BM25 (k1 1.2, b 0.75) of every memory with a query term.
+    fn bm25(&self, query: &str) -> HashMap<usize, f32> {
+        let n = self.ids.len() as f32;
+        let avg = (self.total_len / self.ids.len().max(1) as f64) as f32;
+        let mut out: HashMap<usize, f32> = HashMap::new();
+        let mut seen = HashSet::new();
+        for t in terms(query) {
+            if !seen.insert(t.clone()) {
+                continue;
+            }
+            let Some(p) = self.postings.get(&t) else {
+                continue;
+            };
+            let df = p.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(i, tf) in p {
+                let dl = self.lens[i as usize];
+                let s = idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg.max(1.0)));
+                *out.entry(i as usize).or_default() += s;
+            }
+        }
+        out
+    }
+}
+
+/// Scale by the best score (BM25 has no fixed range; a handful of candidates makes
+/// min-max scaling meaningless).
+fn by_max(v: &mut HashMap<usize, f32>) {
+    let hi = v.values().fold(0f32, |a, x| a.max(*x));
+    for x in v.values_mut() {
+        *x = if hi > 0.0 { *x / hi } else { 0.0 };
+    }
+}
+
+impl MemorySearcher {
+    /// A searcher over `store`, embedding with `embedder` when given.
+    pub fn new(store: Arc<MemoryStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        MemorySearcher {
+            store,
+            embedder,
+            index: RwLock::new(Index::default()),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<MemoryStore> {
+        &self.store
+    }
+
+    /// The embedder, if any.
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
+    }
+
+    /// Remember something, embedding it first (when there is a model), and index it.
+    pub fn add(&self, mut new: NewMemory, by: &str, now_ms: u64) -> MemResult<Memory> {
+        self.add_many(std::slice::from_mut(&mut new), by, now_ms)
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Remember many (embedded in batches).
+    pub fn add_many(
+        &self,
+        news: &mut [NewMemory],
+        by: &str,
+        now_ms: u64,
+    ) -> MemResult<Vec<Memory>> {
+        if let Some(e) = &self.embedder {
+            let todo: Vec<usize> = (0..news.len())
+                .filter(|&i| news[i].embedding.is_none())
+                .collect();
+            for group in todo.chunks(64) {
+                let texts: Vec<String> = group
+                    .iter()
+                    .map(|&i| {
+                        let n = &news[i];
+                        let m = Memory {
+                            id: String::new(),
+                            text: n.text.clone(),
+                            kind: n.kind.unwrap_or(crate::Kind::Fact),
+                            scope: n.scope.clone(),
+                            source: String::new(),
+                            created_at_ms: 0,
+                            last_used_at_ms: 0,
+                            use_counts: Default::default(),
+                            trust: 0.0,
+                            trust_at_ms: 0,
+                            status: Status::Active,
+                            archived_at_ms: None,
+                            occurred_at: n.occurred_at.clone(),
+                            metadata: n.metadata.clone(),
+                            embedding: None,
+                        };
+                        indexed_text(&m)
+                    })
+                    .collect();
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let vecs = e
+                    .embed(&refs, TextKind::Document)
+                    .map_err(|err| MemoryError::Backend(format!("embedding: {err}")))?;
+                for (&i, v) in group.iter().zip(vecs) {
+                    news[i].embedding = Some(v);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(news.len());
+        for n in news.iter() {
+            let m = self.store.add(n.clone(), by, now_ms)?;
+            let mut idx = self.index.write().expect("memory index lock");
+            if idx.built {
+                idx.push(m.clone());
+            }
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// Rebuild the index from the store (after changes made elsewhere).
+    pub fn refresh(&self) -> MemResult<()> {
+        let all = self.store.backend().list(&Filter {
+            statuses: vec![Status::Active, Status::Archived],
+            ..Default::default()
+        })?;
+        let mut idx = Index::default();
+        for m in all {
+            idx.push(m);
+        }
+        idx.built = true;
+        *self.index.write().expect("memory index lock") = idx;
+        Ok(())
+    }
+
+    fn ensure(&self) -> MemResult<()> {
+        if !self.index.read().expect("memory index lock").built {
+            self.refresh()?;
+        }
+        Ok(())
+    }
+
+    /// Memories superseded by an active memory (hidden from search and loading).
+    pub fn superseded(&self) -> MemResult<HashSet<String>> {
+        let mut out = HashSet::new();
+        for r in self
+            .store
+            .backend()
+            .relations_of_kind(RelKind::Supersedes)?
+        {
+            if self
+                .store
+                .backend()
+                .get(&r.from)?
+                .is_some_and(|m| m.status == Status::Active)
+            {
+                out.insert(r.to);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The best memories for `query` under `opts`, with the relation rules applied.
+    pub fn search(&self, query: &str, opts: &SearchOptions, now_ms: u64) -> MemResult<Vec<MemHit>> {
+        if query.trim().is_empty() {
+            return Err(MemoryError::Invalid("the query is empty".into()));
+        }
+        self.ensure()?;
+        let qv = match &self.embedder {
+            Some(e) if opts.alpha > 0.0 => Some(
+                e.embed_query(query)
+                    .map_err(|err| MemoryError::Backend(format!("embedding: {err}")))?,
+            ),
+            _ => None,
+        };
+        let idx = self.index.read().expect("memory index lock");
+        // Status, scope and kind come from the store (fresh); the index may lag.
+        let mut kw = idx.bm25(query);
+        let mut vs: HashMap<usize, f32> = HashMap::new();
+        if let Some(q) = &qv {
+            for (i, m) in idx.memories.iter().enumerate() {
+                if let Some(v) = &m.embedding {
+                    if v.len() == q.len() {
+                        vs.insert(i, v.iter().zip(q).map(|(a, b)| a * b).sum());
+                    }
+                }
+            }
+        }
+        by_max(&mut kw);
+        // Keep the vector candidates that matter: the top of the cosine list.
+        if vs.len() > 200 {
+            let mut all: Vec<(usize, f32)> = vs.into_iter().collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1));
+            all.truncate(200);
+            vs = all.into_iter().collect();
+        }
+        // Cosine is already on a fixed scale.
+        for v in vs.values_mut() {
+            *v = v.max(0.0);
+        }
+        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
+        let mut cands: HashMap<usize, f32> = HashMap::new();
+        for (&i, &s) in &kw {
+            *cands.entry(i).or_default() += (1.0 - alpha) * s;
+        }
+        for (&i, &s) in &vs {
+            *cands.entry(i).or_default() += alpha * s;
+        }
+        // Fresh records of the candidates (and of their relation partners).
+        let mut scored: Vec<(usize, f32)> = cands.into_iter().collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.truncate((opts.k * 10).max(100));
+        let mut hits: Vec<MemHit> = Vec::new();
+        let mut fresh: HashMap<String, Memory> = HashMap::new();
+        for (i, rel) in scored {
+            let id = &idx.ids[i];
+            let Some(m) = self.store.backend().get(id)? else {
+                continue;
+            };
+            if !opts.filter.matches(&m) {
+                continue;
+            }
+            let mut m = m;
+            m.trust = trust::effective(&m, now_ms, self.store.config());
+            if m.trust < self.store.config().archive_below && m.status == Status::Active {
+                continue; // would be archived by the next sweep
+            }
+            let w = opts.trust_weight.clamp(0.0, 1.0);
+            let score = rel * (1.0 - w + w * m.trust as f32);
+            fresh.insert(m.id.clone(), m.clone());
+            hits.push(MemHit {
+                memory: m,
+                score,
+                relevance: rel,
+                flags: Vec::new(),
+            });
+        }
+        drop(idx);
+        self.apply_relations(&mut hits, &mut fresh, opts, now_ms)?;
+        hits.truncate(opts.k);
+        Ok(hits)
+    }
+
+    fn apply_relations(
+        &self,
+        hits: &mut Vec<MemHit>,
+        fresh: &mut HashMap<String, Memory>,
+        opts: &SearchOptions,
+        now_ms: u64,
+    ) -> MemResult<()> {
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let ids: Vec<String> = hits.iter().map(|h| h.memory.id.clone()).collect();
+        let mut superseded_by: HashMap<String, String> = HashMap::new();
+        let mut partial_of: HashMap<String, String> = HashMap::new();
+        let mut contradicts: Vec<(String, String)> = Vec::new();
+        for id in &ids {
+            for r in self.store.backend().relations(id)? {
+                match r.kind {
+                    RelKind::Supersedes if &r.to == id => {
+                        // Only an active successor hides it.
+                        let succ = match fresh.get(&r.from) {
+                            Some(m) => Some(m.clone()),
+                            None => self.store.backend().get(&r.from)?,
+                        };
+                        if succ.is_some_and(|s| s.status == Status::Active) {
+                            superseded_by.insert(id.clone(), r.from.clone());
+                        }
+                    }
+                    RelKind::PartialUpdate if &r.from == id => {
+                        partial_of.insert(id.clone(), r.to.clone());
+                    }
+                    RelKind::Contradicts => {
+                        let pair = (r.from.clone(), r.to.clone());
+                        if !contradicts.contains(&pair) {
+                            contradicts.push(pair);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // Superseded: hidden, or kept just below its successor.
+        if opts.include_superseded {
+            for (old, new) in &superseded_by {
+                let new_score = hits.iter().find(|h| &h.memory.id == new).map(|h| h.score);
+                if let Some(h) = hits.iter_mut().find(|h| &h.memory.id == old) {
+                    h.flags.push(format!("superseded by {new}"));
+                    match new_score {
+                        Some(s) if h.score >= s => h.score = s - f32::EPSILON.max(s * 1e-6),
+                        None => h.score = 0.0, // its successor did not match: last
+                        _ => {}
+                    }
+                }
+            }
+        } else {
+            hits.retain(|h| !superseded_by.contains_key(&h.memory.id));
+        }
+        // Partial updates: both, the newer first.
+        for (newer, older) in &partial_of {
+            let (Some(a), Some(b)) = (
+                hits.iter().position(|h| &h.memory.id == newer),
+                hits.iter().position(|h| &h.memory.id == older),
+            ) else {
+                if let Some(h) = hits.iter_mut().find(|h| &h.memory.id == newer) {
+                    h.flags.push(format!("partial update of {older}"));
+                }
+                continue;
+            };
+            hits[a].flags.push(format!("partial update of {older}"));
+            hits[b].flags.push(format!("partially updated by {newer}"));
+            if hits[b].score >= hits[a].score {
+                let s = hits[b].score;
+                hits[a].score = s + f32::EPSILON.max(s * 1e-6);
+            }
+        }
+        // Contradictions: both marked, the lower-trust side flagged.
+        for (x, y) in &contradicts {
+            let trust_of = |id: &str| -> MemResult<Option<f64>> {
+                Ok(match fresh.get(id) {
+                    Some(m) => Some(m.trust),
+                    None => self
+                        .store
+                        .backend()
+                        .get(id)?
+                        .map(|m| trust::effective(&m, now_ms, self.store.config())),
+                })
+            };
+            let (tx, ty) = (trust_of(x)?, trust_of(y)?);
+            for (me, other, mine, theirs) in [(x, y, tx, ty), (y, x, ty, tx)] {
+                if let Some(h) = hits.iter_mut().find(|h| &h.memory.id == me) {
+                    let lower = matches!((mine, theirs), (Some(a), Some(b)) if a < b);
+                    h.flags.push(if lower {
+                        format!("contradicts {other} (lower trust: flagged)")
+                    } else {
+                        format!("contradicts {other}")
+                    });
+                }
+            }
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let _ = fresh;
+        Ok(())
+    }
+}
