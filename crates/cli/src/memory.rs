@@ -469,10 +469,22 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
     let mut news: Vec<NewMemory> = set
         .turns
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             let mut metadata = std::collections::BTreeMap::new();
             metadata.insert("speaker".to_string(), serde_json::json!(t.speaker));
             metadata.insert("dia_id".to_string(), serde_json::json!(t.dia_id));
+            // The turn it answers, as context for search.
+            if let Some(p) = i
+                .checked_sub(1)
+                .map(|j| &set.turns[j])
+                .filter(|p| p.conversation == t.conversation && p.session == t.session)
+            {
+                metadata.insert(
+                    "context".to_string(),
+                    serde_json::json!(format!("{}: {}", p.speaker, p.text)),
+                );
+            }
             NewMemory {
                 text: t.text.clone(),
                 kind: Some(Kind::Episode),

@@ -788,3 +788,140 @@ fn eval_qa_and_calibrate_on_a_squad_file_and_bad_input() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown ablation"));
 }
+
+#[test]
+fn memory_commands_signals_rules_and_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let m = |args: &[&str]| run_with_model(&data, args);
+    let id_of = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let old = id_of(m(&[
+        "memory",
+        "add",
+        "The API listens on port 8080",
+        "--project",
+        "web",
+    ]));
+    let new = id_of(m(&[
+        "memory",
+        "add",
+        "Since March the API listens on port 9090",
+        "--project",
+        "web",
+        "--kind",
+        "decision",
+    ]));
+    assert_eq!(old.len(), 16);
+    // Signals: exact steps, clamped, audited.
+    let r = json(&m(&["--json", "memory", "signal", &old, "confirmed"]));
+    assert!((r["trust"].as_f64().unwrap() - 0.6).abs() < 1e-3, "{r}");
+    let r = json(&m(&[
+        "--json",
+        "memory",
+        "signal",
+        &old,
+        "corrected",
+        "--by",
+        "alice",
+    ]));
+    assert!((r["trust"].as_f64().unwrap() - 0.5).abs() < 1e-3, "{r}");
+    let audit = json(&m(&["--json", "memory", "audit", &old]));
+    let events: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert!(
+        events.contains(&"create") && events.contains(&"confirmed"),
+        "{events:?}"
+    );
+    assert!(audit.as_array().unwrap().iter().any(|e| e["by"] == "alice"));
+    // SUPERSEDES hides the old memory even though it matches "8080" better.
+    assert!(m(&["memory", "link", &new, "SUPERSEDES", &old])
+        .status
+        .success());
+    let hits = json(&m(&[
+        "--json",
+        "memory",
+        "search",
+        "API port 8080",
+        "--project",
+        "web",
+    ]));
+    let ids: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["memory"]["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&new.as_str()) && !ids.contains(&old.as_str()),
+        "{ids:?}"
+    );
+    let hits = json(&m(&[
+        "--json",
+        "memory",
+        "search",
+        "API port 8080",
+        "--project",
+        "web",
+        "--include-superseded",
+    ]));
+    let pos = |id: &str| {
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .position(|h| h["memory"]["id"] == id)
+    };
+    assert!(pos(&new).unwrap() < pos(&old).unwrap(), "{hits}");
+    // Bad input: a cycle, a self-relation, an unknown id, an unknown signal, huge text.
+    for (args, want) in [
+        (vec!["memory", "link", &old, "SUPERSEDES", &new], "cycle"),
+        (vec!["memory", "link", &old, "RELATED_TO", &old], "itself"),
+        (
+            vec!["memory", "signal", "deadbeefdeadbeef", "used"],
+            "no memory",
+        ),
+        (vec!["memory", "signal", &old, "liked"], "unknown signal"),
+        (
+            vec!["memory", "link", &old, "LIKES", &new],
+            "unknown relation",
+        ),
+        (vec!["memory", "add", "   "], "needs text"),
+    ] {
+        let out = m(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let huge = "x".repeat(70_000);
+    let out = m(&["memory", "add", &huge]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most"));
+    // Forget and restore; tiers show what a session loads.
+    assert!(m(&["memory", "forget", &new]).status.success());
+    let listed = json(&m(&["--json", "memory", "list", "--status", "archived"]));
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert!(m(&["memory", "restore", &new]).status.success());
+    let t = json(&m(&[
+        "--json",
+        "memory",
+        "tiers",
+        "--project",
+        "web",
+        "--query",
+        "port",
+    ]));
+    assert_eq!(t["counted_by"], "model tokenizer");
+    assert!(t["l0_tokens"].as_u64().unwrap() <= 100);
+    let sweep = json(&m(&["--json", "memory", "sweep"]));
+    assert_eq!(sweep["seen"], 2);
+}

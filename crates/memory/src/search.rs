@@ -102,7 +102,8 @@ pub fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// What is indexed of a memory: its text, with the speaker and date when known.
+/// What is indexed of a memory: its text, with the speaker and date when known, and
+/// the `context` metadata (e.g. the turn it answers) when given.
 pub fn indexed_text(m: &Memory) -> String {
     let mut t = String::new();
     if let Some(s) = m.metadata.get("speaker").and_then(|v| v.as_str()) {
@@ -110,6 +111,11 @@ pub fn indexed_text(m: &Memory) -> String {
         t.push_str(": ");
     }
     t.push_str(&m.text);
+    if let Some(c) = m.metadata.get("context").and_then(|v| v.as_str()) {
+        t.push_str(" [in reply to: ");
+        t.push_str(c);
+        t.push(']');
+    }
     if let Some(d) = &m.occurred_at {
         t.push_str(" (");
         t.push_str(d);
@@ -315,8 +321,17 @@ impl MemorySearcher {
         // Status, scope and kind come from the store (fresh); the index may lag.
         let mut kw = idx.bm25(query);
         let mut vs: HashMap<usize, f32> = HashMap::new();
+        let in_scope = |m: &Memory| {
+            let f = &opts.filter;
+            (f.tenant.is_empty() || f.tenant == m.scope.tenant)
+                && (f.project.is_empty() || f.project == m.scope.project)
+                && (f.session.is_empty() || f.session == m.scope.session)
+        };
         if let Some(q) = &qv {
             for (i, m) in idx.memories.iter().enumerate() {
+                if !in_scope(m) {
+                    continue;
+                }
                 if let Some(v) = &m.embedding {
                     if v.len() == q.len() {
                         vs.insert(i, v.iter().zip(q).map(|(a, b)| a * b).sum());
@@ -344,6 +359,16 @@ impl MemorySearcher {
         for (&i, &s) in &vs {
             *cands.entry(i).or_default() += alpha * s;
         }
+        // Scope and kind never change: filter before cutting the list (status is
+        // checked on the fresh record below).
+        let f = &opts.filter;
+        cands.retain(|&i, _| {
+            let m = &idx.memories[i];
+            (f.tenant.is_empty() || f.tenant == m.scope.tenant)
+                && (f.project.is_empty() || f.project == m.scope.project)
+                && (f.session.is_empty() || f.session == m.scope.session)
+                && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
+        });
         // Fresh records of the candidates (and of their relation partners).
         let mut scored: Vec<(usize, f32)> = cands.into_iter().collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));

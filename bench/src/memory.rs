@@ -1,0 +1,250 @@
+//! `nc-bench memory`: memory search latency at LoCoMo size and the supersede rule under
+//! adversarial pairs.
+//!
+//! - `--locomo FILE`: every LoCoMo turn becomes a memory (plus generated filler memories
+//!   up to `--total`), then search latency p50/p95 over the QA questions, warm.
+//! - Supersede: `--pairs N` generated pairs where the old memory is the closer match to
+//!   the query and the new one SUPERSEDES it; counts how often the old one ranks above
+//!   the new (target 0), and how often the new one is found at all.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use neuralcore_memory::{
+    Filter, InMemoryBackend, Kind, MemScope, MemorySearcher, MemoryStore, NewMemory, RelKind,
+    SearchOptions, TrustConfig,
+};
+
+fn embedder(dir: &Option<PathBuf>) -> Result<Option<Arc<dyn neuralcore_core::Embedder>>, String> {
+    match dir {
+        Some(d) => Ok(Some(Arc::new(
+            neuralcore_models::SentenceEmbedder::load(d, "all-minilm-l6-v2")
+                .map_err(|e| e.to_string())?,
+        ))),
+        None => Ok(None),
+    }
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+pub fn bench_memory(args: &[String]) -> Result<(), String> {
+    let mut locomo: Option<PathBuf> = None;
+    let mut model: Option<PathBuf> = None;
+    let mut total = 6000usize;
+    let mut pairs = 1000usize;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+        match a.as_str() {
+            "--locomo" => locomo = Some(v.into()),
+            "--model" => model = Some(v.into()),
+            "--total" => total = v.parse().map_err(|e| format!("--total: {e}"))?,
+            "--pairs" => pairs = v.parse().map_err(|e| format!("--pairs: {e}"))?,
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let emb = embedder(&model)?;
+    let now = 1_800_000_000_000u64;
+
+    // Latency at LoCoMo size.
+    if let Some(path) = &locomo {
+        let set = neuralcore_eval::load_locomo(path, None).map_err(|e| e.to_string())?;
+        let store = Arc::new(
+            MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default())
+                .map_err(|e| e.to_string())?,
+        );
+        let s = MemorySearcher::new(store, emb.clone());
+        let mut news: Vec<NewMemory> = set
+            .turns
+            .iter()
+            .map(|t| NewMemory {
+                text: format!("{}: {}", t.speaker, t.text),
+                kind: Some(Kind::Episode),
+                scope: MemScope {
+                    project: t.conversation.clone(),
+                    ..Default::default()
+                },
+                occurred_at: Some(t.session_date.clone()),
+                ..Default::default()
+            })
+            .collect();
+        let mut i = 0;
+        while news.len() < total {
+            news.push(NewMemory {
+                text: format!(
+                    "Filler note {i}: the build of component {} took {} minutes on runner {}.",
+                    i % 97,
+                    i % 13 + 2,
+                    i % 7
+                ),
+                scope: MemScope {
+                    project: format!("filler-{}", i % 5),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            i += 1;
+        }
+        let t0 = Instant::now();
+        s.add_many(&mut news, "bench", now)
+            .map_err(|e| e.to_string())?;
+        s.refresh().map_err(|e| e.to_string())?;
+        let load_s = t0.elapsed().as_secs_f64();
+        let qs: Vec<&neuralcore_eval::MemQuestion> = set.questions.iter().collect();
+        // Warm up, then time every question (scoped to its conversation).
+        for q in qs.iter().take(20) {
+            let _ = s.search(&q.question, &SearchOptions::default(), now);
+        }
+        let mut ms = Vec::new();
+        let mut kw = Vec::new();
+        for q in &qs {
+            let f = Filter {
+                project: q.conversation.clone(),
+                ..Default::default()
+            };
+            let t = Instant::now();
+            s.search(
+                &q.question,
+                &SearchOptions {
+                    filter: f.clone(),
+                    ..Default::default()
+                },
+                now,
+            )
+            .map_err(|e| e.to_string())?;
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            s.search(
+                &q.question,
+                &SearchOptions {
+                    filter: f,
+                    alpha: 0.0,
+                    ..Default::default()
+                },
+                now,
+            )
+            .map_err(|e| e.to_string())?;
+            kw.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "bench": "memory-search", "memories": news.len(), "questions": qs.len(),
+                "load_s": load_s, "model": model.is_some(),
+                "hybrid_p50_ms": pct(&mut ms, 0.5), "hybrid_p95_ms": pct(&mut ms, 0.95),
+                "bm25_only_p50_ms": pct(&mut kw, 0.5), "bm25_only_p95_ms": pct(&mut kw, 0.95),
+            })
+        );
+    }
+
+    // Adversarial supersede pairs.
+    let store = Arc::new(
+        MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default())
+            .map_err(|e| e.to_string())?,
+    );
+    let s = MemorySearcher::new(store.clone(), emb);
+    let services = [
+        "billing", "search", "auth", "mail", "upload", "reports", "gateway", "cache",
+    ];
+    let mut found_new = 0;
+    let mut old_above_new = 0;
+    let mut old_shown = 0;
+    let mut old_above_new_included = 0;
+    // Pairs where the old memory is the better match before the rule applies.
+    let mut old_closer = 0;
+    let mut queries = Vec::new();
+    for i in 0..pairs {
+        let svc = format!("{}-{i}", services[i % services.len()]);
+        let project = format!("p{i}");
+        let scope = MemScope {
+            project: project.clone(),
+            ..Default::default()
+        };
+        // The old memory repeats the query's words; the new one says it differently.
+        let old = s
+            .add(
+                NewMemory {
+                    text: format!("The deploy key for service {svc} is stored in vault path secret/{svc}/deploy."),
+                    scope: scope.clone(),
+                    ..Default::default()
+                },
+                "bench",
+                now,
+            )
+            .map_err(|e| e.to_string())?;
+        let new = s
+            .add(
+                NewMemory {
+                    text: format!("Since the migration, {svc} credentials live in the new secrets manager under kms/{svc}."),
+                    kind: Some(Kind::Decision),
+                    scope,
+                    ..Default::default()
+                },
+                "bench",
+                now + 1,
+            )
+            .map_err(|e| e.to_string())?;
+        store
+            .link(&new.id, RelKind::Supersedes, &old.id, "bench", now + 2)
+            .map_err(|e| e.to_string())?;
+        queries.push((
+            format!("Where is the deploy key for service {svc} stored?"),
+            project,
+            old.id,
+            new.id,
+        ));
+    }
+    s.refresh().map_err(|e| e.to_string())?;
+    for (q, project, old, new) in &queries {
+        for include in [false, true] {
+            let hits = s
+                .search(
+                    q,
+                    &SearchOptions {
+                        filter: Filter {
+                            project: project.clone(),
+                            ..Default::default()
+                        },
+                        include_superseded: include,
+                        ..Default::default()
+                    },
+                    now + 10,
+                )
+                .map_err(|e| e.to_string())?;
+            let pos = |id: &str| hits.iter().position(|h| h.memory.id == id);
+            let (po, pn) = (pos(old), pos(new));
+            if include {
+                let rel = |id: &str| hits.iter().find(|h| h.memory.id == id).map(|h| h.relevance);
+                if matches!((rel(old), rel(new)), (Some(a), Some(b)) if a > b) {
+                    old_closer += 1;
+                }
+                if matches!((po, pn), (Some(a), Some(b)) if a < b) || (po.is_some() && pn.is_none())
+                {
+                    old_above_new_included += 1;
+                }
+            } else {
+                found_new += usize::from(pn.is_some());
+                old_shown += usize::from(po.is_some());
+                if matches!((po, pn), (Some(a), Some(b)) if a < b) {
+                    old_above_new += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "bench": "supersede", "pairs": pairs,
+            "old_ranked_above_new": old_above_new,
+            "old_shown_by_default": old_shown,
+            "old_above_new_with_include_superseded": old_above_new_included,
+            "new_found": found_new,
+            "old_was_the_closer_match": old_closer,
+        })
+    );
+    Ok(())
+}
