@@ -185,9 +185,25 @@ fn the_shipped_agents_load_and_map_roles_to_tools() {
             .map(|a| a.def().name.clone())
             .collect()
     };
-    assert_eq!(role("retrieve"), ["keyword-retriever", "vector-retriever"]);
+    assert_eq!(
+        role("retrieve"),
+        ["graph-retriever", "keyword-retriever", "vector-retriever"]
+    );
     assert_eq!(role("fuse"), ["fusion"]);
     assert_eq!(role("rerank"), ["reranker"]);
+    // Every stage of the control loop has its agent file.
+    for (r, agent) in [
+        ("decide", "decider"),
+        ("plan", "planner"),
+        ("grade", "grader"),
+        ("verify", "verifier"),
+        ("refine", "refiner"),
+        ("generate", "generator"),
+        ("check", "checker"),
+        ("reflect", "reflector"),
+    ] {
+        assert_eq!(role(r), [agent], "{r}");
+    }
 }
 
 #[test]

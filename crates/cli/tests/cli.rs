@@ -455,7 +455,7 @@ fn agents_tools_and_mind_commands() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("12 agent definitions, no errors"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("13 agent definitions, no errors"));
     let list = String::from_utf8_lossy(&run(&data, &["agents", "list", agents]).stdout).to_string();
     assert!(list.contains("retrieve") && list.contains("keyword-retriever → keyword_search"));
     // A broken file: check fails with file and line; list still shows the good ones.
