@@ -276,6 +276,15 @@ pub fn sentences(text: &str) -> Vec<(usize, usize)> {
     neuralcore_ingest::sentence_spans(&unwrapped, 80)
 }
 
+/// A document title without its parenthesised qualifier ("Big Stone Gap (film)" → "Big
+/// Stone Gap"): the name other documents use for the subject.
+pub fn subject_of(title: &str) -> &str {
+    match title.find(" (") {
+        Some(i) => title[..i].trim(),
+        None => title.trim(),
+    }
+}
+
 /// Runs of white space collapsed to one space (answer sentences read as prose).
 pub fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -131,6 +131,65 @@ pub fn comparison_sides(q: &str) -> Option<(String, String)> {
             return Some((a, b));
         }
     }
+    // "... X or Y?" without a comma: X is the run of capitalised words before "or".
+    if let Some(at) = lower.rfind(" or ") {
+        let before: Vec<&str> = body[..at].split_whitespace().collect();
+        let mut run = Vec::new();
+        for w in before.iter().rev() {
+            if w.chars().next().is_some_and(char::is_uppercase) && run.len() < 6 {
+                run.push(*w);
+            } else {
+                break;
+            }
+        }
+        if !run.is_empty() && run.len() < before.len() {
+            run.reverse();
+            if let (Some(a), Some(b)) = (short(&run.join(" ")), short(&body[at + 4..])) {
+                return Some((a, b));
+            }
+        }
+    }
+    // "Are both X and Y ...?": Y is the run of capitalised words after "and".
+    if let Some(i) = lower.find(" both ") {
+        let rest = &body[i + 6..];
+        if let Some(j) = rest.to_lowercase().find(" and ") {
+            let b_words: Vec<&str> = rest[j + 5..]
+                .split_whitespace()
+                .take_while(|w| {
+                    w.chars()
+                        .next()
+                        .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit())
+                })
+                .collect();
+            if let (Some(a), Some(b)) = (short(&rest[..j]), short(&b_words.join(" "))) {
+                if lower.starts_with("are both")
+                    || lower.starts_with("were both")
+                    || lower.starts_with("is both")
+                {
+                    return Some((a, b));
+                }
+            }
+        }
+    }
+    // "What ... do X and Y share / have in common?"
+    for verb in [" share", " have in common", " both have"] {
+        if let Some(end) = lower.rfind(verb) {
+            let head = &body[..end];
+            let lh = head.to_lowercase();
+            if let Some(d) = [" do ", " did ", " does "]
+                .iter()
+                .filter_map(|x| lh.find(x).map(|p| p + x.len()))
+                .min()
+            {
+                let mid = &head[d..];
+                if let Some(j) = mid.to_lowercase().find(" and ") {
+                    if let (Some(a), Some(b)) = (short(&mid[..j]), short(&mid[j + 5..])) {
+                        return Some((a, b));
+                    }
+                }
+            }
+        }
+    }
     // "Are X and Y both ...", "Were X and Y of the same ..."
     let first = lower.split_whitespace().next().unwrap_or("");
     if [
@@ -243,6 +302,24 @@ mod tests {
         );
         let p = plan("Are Random House Tower and 888 7th Avenue both used for real estate?");
         assert_eq!(p.task, "comparison", "{p:?}");
+        assert_eq!(
+            comparison_sides("who is younger Keith Bostic or Jerry Glanville ?"),
+            Some(("Keith Bostic".into(), "Jerry Glanville".into()))
+        );
+        assert_eq!(
+            comparison_sides("Are both Cypress and Ajuga genera?"),
+            Some(("Cypress".into(), "Ajuga".into()))
+        );
+        assert_eq!(
+            comparison_sides("What occupation do Chris Menges and Aram Avakian share?"),
+            Some(("Chris Menges".into(), "Aram Avakian".into()))
+        );
+        // Not comparisons.
+        assert_eq!(
+            comparison_sides("Is it true or false that tides rise?"),
+            None
+        );
+        assert_eq!(comparison_sides("What did Tesla and his brother do?"), None);
         assert_eq!(
             comparison_sides("What is the difference between BM25 and TF-IDF?"),
             Some(("BM25".into(), "TF-IDF".into()))

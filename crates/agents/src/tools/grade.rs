@@ -214,6 +214,37 @@ impl Tool for GradeTool {
                 });
             }
         }
+        // A chunk the scores rejected, about a subject that kept evidence from another
+        // document names (the bridge of a multi-hop question), is not rejected outright:
+        // it goes to verification, which checks that link.
+        if !switches.no_grade {
+            let mut kept_texts: Vec<(String, String, String)> = Vec::new();
+            for g in verdicts.iter().filter(|g| g.verdict == Verdict::Correct) {
+                if let Some(k) = parse_doc_id(&g.doc) {
+                    if let Some(c) = store.chunk(k, g.ordinal)? {
+                        kept_texts.push((g.doc.clone(), g.title.clone(), c.text));
+                    }
+                }
+            }
+            for g in verdicts
+                .iter_mut()
+                .filter(|g| g.verdict == Verdict::Incorrect && g.iteration == iteration)
+            {
+                let subject = crate::crag::subject_of(&g.title);
+                if subject.chars().count() < 4 {
+                    continue;
+                }
+                if let Some((_, t, _)) = kept_texts
+                    .iter()
+                    .find(|(d, t, text)| d != &g.doc && t != &g.title && text.contains(subject))
+                {
+                    g.verdict = Verdict::Ambiguous;
+                    g.reason = format!("{}; but kept evidence from {t:?} names {subject:?}", g.reason);
+                    counts[1] += 1;
+                    counts[2] = counts[2].saturating_sub(1);
+                }
+            }
+        }
         let key = write_rounded(ctx, "verdicts", iteration, &verdicts)?;
         let mut msg = format!(
             "{} correct, {} ambiguous, {} incorrect ({})",

@@ -127,7 +127,7 @@ impl Tool for VerifyTool {
                 .map(|&(s, e)| chunk.text[s..e].to_string())
                 .unwrap_or_else(|| chunk.text.clone());
             let mut outcome: Option<(Verdict, String)> = None;
-            let subject = subject_of(&g.title);
+            let subject = crate::crag::subject_of(&g.title);
             if subject.chars().count() >= 4 {
                 if let Some((_, t, _)) = kept_texts
                     .iter()
@@ -248,11 +248,3 @@ impl Tool for VerifyTool {
 
 crate::register_tool!(VerifyTool);
 
-/// A document title without its parenthesised qualifier ("Big Stone Gap (film)" → "Big
-/// Stone Gap"): the name other documents use for the subject.
-fn subject_of(title: &str) -> &str {
-    match title.find(" (") {
-        Some(i) => title[..i].trim(),
-        None => title.trim(),
-    }
-}
