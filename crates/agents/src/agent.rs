@@ -21,7 +21,7 @@ use neuralcore_mind::Scope;
 /// Roles an agent can take: the stages of the control loop.
 pub const ROLES: &[&str] = &[
     "decide", "plan", "retrieve", "fuse", "rerank", "grade", "verify", "refine", "generate",
-    "check", "reflect",
+    "check", "reflect", "recall",
 ];
 
 /// A definition file that cannot be used, with where and why.

@@ -54,6 +54,22 @@ pub struct AskOptions {
     /// A conversation to continue: its earlier turns are on the Mind's global scope
     /// (`sessions.<id>`), offered to the loop as `session.turns`, and this turn is added.
     pub session: Option<String>,
+    /// The memory project to recall from (when the orchestrator has a memory store);
+    /// empty: every project.
+    pub project: Option<String>,
+}
+
+/// A trust signal the loop sent to a recalled memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemorySignal {
+    /// Memory id.
+    pub id: String,
+    /// Its grade.
+    pub verdict: crate::crag::Verdict,
+    /// `used` (cited in the answer) or `ignored` (graded out, or not cited).
+    pub signal: String,
+    /// Its trust after the signal.
+    pub trust: f64,
 }
 
 /// Turns of a session kept on the Mind.
@@ -206,6 +222,8 @@ pub struct AskReport {
     pub cost: Cost,
     /// Budget use.
     pub budget: BudgetUse,
+    /// Trust signals sent to recalled memories.
+    pub memories: Vec<MemorySignal>,
 }
 
 impl Orchestrator {
@@ -251,6 +269,9 @@ impl Orchestrator {
         }
         scope.write("input.query", json!(question), me, None)?;
         scope.write("input.collection", json!(opts.collection), me, None)?;
+        if let Some(p) = &opts.project {
+            scope.write("input.project", json!(p), me, None)?;
+        }
         scope.write("loop.switches", json!(switches), me, None)?;
         scope.write("loop.tried", json!([]), me, None)?;
         let cancel = Cancel::default();
@@ -267,14 +288,8 @@ impl Orchestrator {
         let mut iterations = Vec::new();
         let mut tried: Vec<String> = Vec::new();
         let mut stopped = String::from("max iterations reached");
-        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let short_of_time = |frac: f64| {
-            remaining().is_some_and(|r| r.as_secs_f64() * 1e3 < frac * deadline_ms as f64)
-        };
-
-        for n in 1..=max_iterations {
-            let it_start = Instant::now();
-            scope.write("loop.iteration", json!(n), me, None)?;
+        // What is left of the LLM budget, for the stages that call it.
+        let write_budget = |cost: &Cost| {
             scope.write(
                 "loop.budget",
                 json!({
@@ -283,7 +298,17 @@ impl Orchestrator {
                 }),
                 me,
                 None,
-            )?;
+            )
+        };
+        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let short_of_time = |frac: f64| {
+            remaining().is_some_and(|r| r.as_secs_f64() * 1e3 < frac * deadline_ms as f64)
+        };
+
+        for n in 1..=max_iterations {
+            let it_start = Instant::now();
+            scope.write("loop.iteration", json!(n), me, None)?;
+            write_budget(&cost)?;
             // OBSERVE: what the blackboard holds, by key, whoever wrote it.
             let mut observed: BTreeMap<String, usize> = BTreeMap::new();
             for k in scope.list_keys("*")? {
@@ -474,22 +499,25 @@ impl Orchestrator {
         decisions.push(format!("stop: {stopped}"));
 
         // GENERATE, then CHECK claim support.
-        scope.write(
-            "loop.budget",
-            json!({
-                "tokens": max_tokens.map(|m| m.saturating_sub(cost.tokens)),
-                "cost_usd": max_cost.map(|m| (m - cost.usd).max(0.0)),
-            }),
-            me,
-            None,
-        )?;
+        write_budget(&cost)?;
         if !switches.skip_expensive && short_of_time(0.2) {
             switches.skip_expensive = true;
             scope.write("loop.switches", json!(switches), me, None)?;
             skipped.push("generation: LLM (deadline)".into());
         }
         let mut finish = Vec::new();
-        for role in ["generate", "check"] {
+        // Memories join the evidence just before generation (when there is a store and
+        // the question went to retrieval).
+        let retrieved = iterations
+            .first()
+            .and_then(|i| i.decision.as_ref())
+            .is_none_or(|d| d.retrieve);
+        let finish_roles: &[&str] = if self.services.memory.is_some() && retrieved {
+            &["recall", "generate", "check"]
+        } else {
+            &["generate", "check"]
+        };
+        for role in finish_roles {
             let t = Instant::now();
             let r = self.run_role(&ctx, role);
             finish.push(trace(role, t, &r, &mut cost, &mut failures));
@@ -510,6 +538,56 @@ impl Orchestrator {
         let last_reflection = iterations.iter().rev().find_map(|i| i.reflection.clone());
         let abstained = answer.method == "abstain";
         let citations = self.citations_out(&opts.collection, &answer)?;
+        // Trust signals: a recalled memory cited by a supported sentence was used; one
+        // graded out, or kept but not cited, was ignored.
+        let mut memories = Vec::new();
+        if let Some(mem) = &self.services.memory {
+            let recalled: Vec<crate::crag::Recalled> = scope
+                .read_name("hits")?
+                .into_iter()
+                .filter_map(|e| serde_json::from_value(e.value).ok())
+                .next()
+                .unwrap_or_default();
+            let cited: std::collections::HashSet<usize> = answer
+                .sentences
+                .iter()
+                .filter(|s| s.supported)
+                .flat_map(|s| s.citations.iter().copied())
+                .collect();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            for r in recalled {
+                let node = format!("mem:{}", r.id);
+                let used = !abstained
+                    && answer
+                        .citations
+                        .iter()
+                        .any(|c| c.doc == node && cited.contains(&c.n));
+                let signal = if used {
+                    neuralcore_memory::Signal::Used
+                } else {
+                    neuralcore_memory::Signal::Ignored
+                };
+                match mem.store().signal(&r.id, signal, run_id, now) {
+                    Ok(m) => memories.push(MemorySignal {
+                        id: r.id,
+                        verdict: r.verdict,
+                        signal: signal.as_str().into(),
+                        trust: m.trust,
+                    }),
+                    Err(e) => failures.push(format!("memory signal for {}: {e}", r.id)),
+                }
+            }
+            if !memories.is_empty() {
+                let used = memories.iter().filter(|m| m.signal == "used").count();
+                decisions.push(format!(
+                    "memory: {used} recalled memories used, {} ignored",
+                    memories.len() - used
+                ));
+            }
+        }
         if let Some(k) = &session_key {
             turns.push(json!({
                 "question": question,
@@ -525,13 +603,20 @@ impl Orchestrator {
         let confidence = if abstained {
             0.0
         } else {
+            let recalled: Vec<crate::crag::Recalled> = scope
+                .read_name("hits")?
+                .into_iter()
+                .filter_map(|e| serde_json::from_value(e.value).ok())
+                .next()
+                .unwrap_or_default();
             let scores: Vec<f32> = citations
                 .iter()
-                .filter_map(|c| {
-                    verdicts
+                .filter_map(|c| match c.doc.strip_prefix("mem:") {
+                    Some(id) => recalled.iter().find(|r| r.id == id).map(|r| r.score),
+                    None => verdicts
                         .iter()
                         .find(|g| g.doc == c.doc && g.ordinal == c.ordinal)
-                        .map(|g| g.score)
+                        .map(|g| g.score),
                 })
                 .collect();
             let mean = if scores.is_empty() {
@@ -539,7 +624,13 @@ impl Orchestrator {
             } else {
                 scores.iter().sum::<f32>() / scores.len() as f32
             };
-            (mean * last_reflection.as_ref().map_or(1.0, |r| r.completeness)).clamp(0.0, 1.0)
+            // Completeness is measured over documents: it scales only answers that cite them.
+            let from_documents = citations.iter().any(|c| !c.doc.starts_with("mem:"));
+            let completeness = match &last_reflection {
+                Some(r) if from_documents => r.completeness,
+                _ => 1.0,
+            };
+            (mean * completeness).clamp(0.0, 1.0)
         };
         let text = if abstained {
             let why = answer
@@ -583,6 +674,7 @@ impl Orchestrator {
             missing: last_reflection.map(|r| r.gaps).unwrap_or_default(),
             failures,
             cost,
+            memories,
         })
     }
 
@@ -596,6 +688,7 @@ impl Orchestrator {
                 .map_err(|e| AgentError::Tool(e.to_string()))?
                 .flatten()
                 .and_then(|d| d.provenance.into_iter().next());
+            let prov_source = c.doc.strip_prefix("mem:").map(|id| format!("memory:{id}"));
             out.push(CitationOut {
                 n: c.n,
                 doc: c.doc.clone(),
@@ -604,7 +697,7 @@ impl Orchestrator {
                 title: c.title.clone(),
                 span: c.span,
                 text: c.text.clone(),
-                source: prov.as_ref().map(|p| p.uri.clone()),
+                source: prov.as_ref().map(|p| p.uri.clone()).or(prov_source),
                 locator: prov.as_ref().and_then(|p| p.locator.clone()),
                 external_id: prov.and_then(|p| p.external_id),
             });

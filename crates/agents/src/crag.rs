@@ -591,6 +591,19 @@ pub struct Candidate {
     pub iteration: u32,
 }
 
+/// One memory the question recalled (`recall.hits`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recalled {
+    /// Memory id.
+    pub id: String,
+    /// The grader's verdict.
+    pub verdict: Verdict,
+    /// The grader's score.
+    pub score: f32,
+    /// Its trust when recalled.
+    pub trust: f64,
+}
+
 /// The loop's decision to retrieve or not (`<ns>.decision`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {

@@ -84,6 +84,8 @@ pub struct Services {
     /// Where an LLM answer's text goes as it streams (a live draft; the checked answer
     /// comes in the report). `None`: no streaming.
     pub on_delta: Option<OnDelta>,
+    /// The trust-weighted memory the loop may recall from (and signal).
+    pub memory: Option<Arc<neuralcore_memory::MemorySearcher>>,
 }
 
 impl Services {
@@ -94,6 +96,7 @@ impl Services {
             llm: None,
             web: None,
             on_delta: None,
+            memory: None,
         }
     }
 }

@@ -1324,3 +1324,79 @@ fn graph_search_walks_from_question_entities_to_a_bridge() {
         .unwrap_or_default();
     assert!(msg.contains("loop.graph is off"), "{msg}");
 }
+
+/// With a memory store, the loop recalls memories, grades them like chunks, may cite
+/// them, and sends each a trust signal: `used` when cited, `ignored` otherwise.
+#[test]
+fn recalled_memories_are_cited_and_signalled() {
+    use neuralcore_memory::{InMemoryBackend, MemScope, MemorySearcher, MemoryStore, NewMemory};
+    let kb = shared();
+    let store =
+        Arc::new(MemoryStore::new(Arc::new(InMemoryBackend::new()), Default::default()).unwrap());
+    let searcher = Arc::new(MemorySearcher::new(store.clone(), kb.engine.embedder()));
+    let now = 1_900_000_000_000;
+    let scope = MemScope {
+        project: "ops".into(),
+        ..Default::default()
+    };
+    let gate = searcher
+        .add(
+            NewMemory {
+                text: "The staging gate requires two approvals before a deploy.".into(),
+                scope: scope.clone(),
+                ..Default::default()
+            },
+            "test",
+            now,
+        )
+        .unwrap();
+    let lunch = searcher
+        .add(
+            NewMemory {
+                text: "The team lunch is on Fridays; approvals for expenses go to Dana.".into(),
+                scope,
+                ..Default::default()
+            },
+            "test",
+            now,
+        )
+        .unwrap();
+    let o = orchestrator(Services {
+        memory: Some(searcher),
+        ..Services::new(kb.engine.clone())
+    });
+    let mut opts = opts("default");
+    opts.project = Some("ops".into());
+    let r = ask(
+        &o,
+        "How many approvals does the staging gate require before a deploy?",
+        &opts,
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(r.answer.contains("two approvals"), "{why}");
+    let c = r
+        .citations
+        .iter()
+        .find(|c| c.doc == format!("mem:{}", gate.id))
+        .expect("cited");
+    assert_eq!(
+        c.source.as_deref(),
+        Some(format!("memory:{}", gate.id).as_str())
+    );
+    let sig = |id: &str| {
+        r.memories
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| m.signal.clone())
+    };
+    assert_eq!(sig(&gate.id).as_deref(), Some("used"), "{:?}", r.memories);
+    if let Some(s) = sig(&lunch.id) {
+        assert_eq!(s, "ignored");
+    }
+    let g = store.get(&gate.id, now).unwrap();
+    assert!((g.trust - 0.55).abs() < 1e-6, "{}", g.trust);
+    let audit = store.audit(&gate.id).unwrap();
+    assert_eq!(audit.last().unwrap().event, "used");
+    assert_eq!(audit.last().unwrap().by, r.run_id);
+}

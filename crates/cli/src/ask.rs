@@ -34,6 +34,7 @@ pub fn services(engine: Arc<Engine>) -> Result<Services> {
         llm,
         web,
         on_delta: None,
+        memory: None,
     })
 }
 

@@ -1,12 +1,10 @@
 //! `neuralcore eval beir`.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use neuralcore_core::DocKey;
 use neuralcore_engine::{Engine, SearchMode, SearchOptions};
 use neuralcore_eval::{side_by_side, BeirDataset, QueryMetrics, Summary};
 
@@ -61,20 +59,7 @@ pub fn beir(json: bool, quiet: bool, engine: &Engine, args: BeirArgs<'_>) -> Res
     let ingest_ms = t0.elapsed().as_millis() as u64;
     let reused = summary.skipped == 1;
     // Document key → BEIR ids (identical texts under two ids are stored once).
-    let store = engine.store();
-    let mut ids: HashMap<DocKey, Vec<String>> = HashMap::new();
-    for k in store.document_keys(&collection)? {
-        if let Some(d) = store.document(&collection, k)? {
-            let mut ext: Vec<String> = d
-                .provenance
-                .iter()
-                .filter_map(|p| p.external_id.clone())
-                .collect();
-            ext.sort();
-            ext.dedup();
-            ids.insert(k, ext);
-        }
-    }
+    let ids = crate::qa::external_ids(engine, &collection)?;
     engine.keyword_index(&collection)?; // open and sync before timing
     let want_vectors = modes.iter().any(|m| *m != SearchMode::Keyword);
     if want_vectors {

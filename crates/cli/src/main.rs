@@ -213,6 +213,13 @@ enum Command {
         /// answer with citations follows on stdout).
         #[arg(long)]
         stream: bool,
+        /// Recall from the trust-weighted memory too: matching memories are graded like
+        /// chunks and may be cited; afterwards each gets a `used` or `ignored` signal.
+        #[arg(long)]
+        memory: bool,
+        /// The memory project to recall from (default: every project).
+        #[arg(long)]
+        project: Option<String>,
         /// Agent folders (default: agents.dirs).
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
@@ -804,13 +811,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             run_id,
             session,
             stream,
+            memory,
+            project,
             dirs,
         } => {
             let config = load_config(g)?;
             let dirs = agents::agent_dirs(&config, dirs);
             let mind = agents::open_mind(&config, &g.data_dir)?;
             let engine = std::sync::Arc::new(open(g, config)?);
-            let mut o = ask::orchestrator(engine, mind, dirs)?;
+            let data_dir = g.data_dir.clone();
+            let mut o = ask::orchestrator(engine.clone(), mind, dirs)?;
+            if memory {
+                let store = memory::open_store(engine.config(), &data_dir)?;
+                o.services.memory = Some(std::sync::Arc::new(
+                    neuralcore_memory::MemorySearcher::new(store, engine.embedder()),
+                ));
+            }
             if stream {
                 o.services.on_delta = Some(std::sync::Arc::new(|d: &str| {
                     use std::io::Write;
@@ -838,6 +854,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         max_iterations,
                         deadline_ms,
                         session,
+                        project,
                     },
                     trace,
                     run_id,

@@ -446,14 +446,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         Some(r) => Some(crate::qa::parse_range(r)?),
         None => None,
     };
-    let path = if a.path.is_dir() {
-        std::fs::read_dir(&a.path)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "json"))
-            .with_context(|| format!("no .json file in {}", a.path.display()))?
-    } else {
-        a.path.clone()
-    };
+    let path = crate::qa::json_file(&a.path)?;
     let set = neuralcore_eval::load_locomo(&path, range)?;
     let store = Arc::new(MemoryStore::new(
         Arc::new(neuralcore_memory::InMemoryBackend::new()),

@@ -73,31 +73,50 @@ pub fn parse_range(s: &str) -> Result<RangeInclusive<usize>> {
     Ok(a..=b)
 }
 
+/// `path` itself, or the first `.json` file in the folder `path`.
+pub fn json_file(path: &Path) -> Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .next()
+        .with_context(|| format!("no .json file in {}", path.display()))
+}
+
+/// Document key → the ids its sources gave it (identical texts under two ids are
+/// stored once).
+pub fn external_ids(engine: &Engine, collection: &str) -> Result<HashMap<DocKey, Vec<String>>> {
+    let store = engine.store();
+    let mut ids: HashMap<DocKey, Vec<String>> = HashMap::new();
+    for k in store.document_keys(collection)? {
+        if let Some(d) = store.document(collection, k)? {
+            let mut ext: Vec<String> = d
+                .provenance
+                .iter()
+                .filter_map(|p| p.external_id.clone())
+                .collect();
+            ext.sort();
+            ext.dedup();
+            ids.insert(k, ext);
+        }
+    }
+    Ok(ids)
+}
+
 /// Load a QA set: SQuAD 2.0 with an article range, HotpotQA with a question limit.
 pub fn load(path: &Path, articles: Option<&str>, limit: Option<usize>) -> Result<QaSet> {
     let set = match articles {
-        Some(r) => {
-            let file = if path.is_dir() {
-                std::fs::read_dir(path)?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .find(|p| p.extension().is_some_and(|x| x == "json"))
-                    .with_context(|| format!("no .json file in {}", path.display()))?
-            } else {
-                path.to_path_buf()
-            };
-            load_squad2(&file, Some(parse_range(r)?))?
-        }
+        Some(r) => load_squad2(&json_file(path)?, Some(parse_range(r)?))?,
         None => match load_qa(path)? {
             s if s.name.contains("hotpot") && limit.is_some() => {
-                let file = if path.is_dir() {
-                    std::fs::read_dir(path)?
-                        .filter_map(|e| e.ok().map(|e| e.path()))
-                        .find(|p| p.extension().is_some_and(|x| x == "json"))
-                        .with_context(|| format!("no .json file in {}", path.display()))?
-                } else {
-                    path.to_path_buf()
-                };
-                load_hotpotqa(&file, limit)?
+                load_hotpotqa(&json_file(path)?, limit)?
             }
             s => s,
         },
@@ -132,20 +151,7 @@ pub fn prepare(
     if summary.failed > 0 {
         anyhow::bail!("cannot ingest {}", corpus.display());
     }
-    let store = engine.store();
-    let mut ids: HashMap<DocKey, Vec<String>> = HashMap::new();
-    for k in store.document_keys(collection)? {
-        if let Some(d) = store.document(collection, k)? {
-            let mut ext: Vec<String> = d
-                .provenance
-                .iter()
-                .filter_map(|p| p.external_id.clone())
-                .collect();
-            ext.sort();
-            ext.dedup();
-            ids.insert(k, ext);
-        }
-    }
+    let ids = external_ids(engine, collection)?;
     engine.keyword_index(collection)?;
     if engine.embedder().is_some() {
         engine.vector_index(collection)?;
@@ -216,6 +222,7 @@ pub fn eval_qa(
                 max_iterations: ab.max_iterations,
                 deadline_ms: None,
                 session: None,
+                project: None,
             };
             let r = o.ask(&run_id, &q.question, &opts)?;
             let latency_ms = start.elapsed().as_secs_f64() * 1e3;

@@ -46,6 +46,7 @@
 
 pub mod beir;
 pub mod error;
+mod json;
 pub mod locomo;
 pub mod metrics;
 pub mod qa;
