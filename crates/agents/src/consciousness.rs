@@ -72,8 +72,63 @@ pub struct MemorySignal {
     pub trust: f64,
 }
 
-/// Turns of a session kept on the Mind.
+/// Most turns of a session kept whole (older ones are folded into its summary).
 const SESSION_TURNS: usize = 20;
+
+/// A conversation on the Mind (`sessions.<id>`): a summary of the older turns, and the
+/// recent ones whole.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct Session {
+    /// What the folded turns asked and answered, oldest first, one line each.
+    #[serde(default)]
+    pub summary: Vec<String>,
+    /// Recent turns: `{question, answer, abstained, method, run_id}`.
+    #[serde(default)]
+    pub turns: Vec<serde_json::Value>,
+}
+
+impl Session {
+    /// Read a stored session (an object, or a bare list of turns from before summaries).
+    pub fn from_value(v: serde_json::Value) -> Session {
+        match v {
+            serde_json::Value::Array(turns) => Session {
+                summary: Vec::new(),
+                turns,
+            },
+            v => serde_json::from_value(v).unwrap_or_default(),
+        }
+    }
+
+    /// Fold the oldest turns into the summary while the turns take more than `budget`
+    /// tokens (or there are more than the turn cap); the last two always stay whole.
+    pub fn fold(&mut self, budget: usize) {
+        let tokens = |t: &serde_json::Value| {
+            ["question", "answer"]
+                .iter()
+                .filter_map(|k| t.get(*k).and_then(|v| v.as_str()))
+                .map(neuralcore_core::text::count_tokens)
+                .sum::<usize>()
+        };
+        while self.turns.len() > 2
+            && (self.turns.len() > SESSION_TURNS
+                || self.turns.iter().map(tokens).sum::<usize>() > budget)
+        {
+            let t = self.turns.remove(0);
+            let field = |k: &str| t.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+            let answer: String = field("answer")
+                .split_whitespace()
+                .take(20)
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.summary
+                .push(format!("asked {:?}; answered: {answer}", field("question")));
+        }
+        // The summary has a budget too: the oldest lines go first.
+        while self.summary.len() > 2 * SESSION_TURNS {
+            self.summary.remove(0);
+        }
+    }
+}
 
 /// The Mind key of a session, or why the id cannot be one.
 pub fn session_key(id: &str) -> Result<String, AgentError> {
@@ -257,15 +312,16 @@ impl Orchestrator {
         let scope = self.mind.run(run_id)?;
         let me = "consciousness";
         let mut switches = opts.switches;
-        let mut turns: Vec<serde_json::Value> = Vec::new();
+        let mut session = Session::default();
         if let Some(k) = &session_key {
-            turns = self
+            session = self
                 .mind
                 .global()
                 .read(k)?
-                .and_then(|e| serde_json::from_value(e.value).ok())
+                .map(|e| Session::from_value(e.value))
                 .unwrap_or_default();
-            scope.write("session.turns", json!(turns), me, None)?;
+            scope.write("session.turns", json!(session.turns), me, None)?;
+            scope.write("session.summary", json!(session.summary), me, None)?;
         }
         scope.write("input.query", json!(question), me, None)?;
         scope.write("input.collection", json!(opts.collection), me, None)?;
@@ -589,16 +645,46 @@ impl Orchestrator {
             }
         }
         if let Some(k) = &session_key {
-            turns.push(json!({
+            session.turns.push(json!({
                 "question": question,
                 "answer": if abstained { answer.note.clone().unwrap_or_default() } else { answer.text() },
                 "abstained": abstained,
                 "method": answer.method,
                 "run_id": run_id,
             }));
-            let drop = turns.len().saturating_sub(SESSION_TURNS);
-            turns.drain(..drop);
-            self.mind.global().write(k, json!(turns), me, None)?;
+            let budget = self.services.engine.config().memory.session_tokens;
+            session.fold(budget);
+            self.mind.global().write(k, json!(session), me, None)?;
+        }
+        // The configurable rule that writes long-term memories from a session: every
+        // answered question, as an episode of its project and session.
+        if let Some(mem) = &self.services.memory {
+            let mcfg = &self.services.engine.config().memory;
+            if mcfg.remember_answers
+                && !abstained
+                && matches!(answer.method.as_str(), "extractive" | "llm")
+            {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0);
+                let text = format!("Q: {question} A: {}", answer.text());
+                let new = neuralcore_memory::NewMemory {
+                    text,
+                    kind: Some(neuralcore_memory::Kind::Episode),
+                    scope: neuralcore_memory::MemScope {
+                        project: opts.project.clone().unwrap_or_default(),
+                        session: opts.session.clone().unwrap_or_default(),
+                        ..Default::default()
+                    },
+                    source: format!("ask:{run_id}"),
+                    ..Default::default()
+                };
+                match mem.add(new, run_id, now) {
+                    Ok(m) => decisions.push(format!("memory: remembered this answer as {}", m.id)),
+                    Err(e) => failures.push(format!("remembering the answer: {e}")),
+                }
+            }
         }
         let confidence = if abstained {
             0.0

@@ -1400,3 +1400,81 @@ fn recalled_memories_are_cited_and_signalled() {
     assert_eq!(audit.last().unwrap().event, "used");
     assert_eq!(audit.last().unwrap().by, r.run_id);
 }
+
+/// Short-term memory: past the session's token budget the oldest turns are folded into
+/// its summary (the last turns stay whole), and "what have we talked about" answers
+/// from both. With `memory.remember_answers`, answered questions become episode
+/// memories of the project and session.
+#[test]
+fn sessions_fold_old_turns_into_a_summary_and_can_remember_answers() {
+    use neuralcore_agents::consciousness::Session;
+    use neuralcore_memory::{Filter, InMemoryBackend, Kind, MemorySearcher, MemoryStore};
+    let mut s = Session::default();
+    for i in 0..10 {
+        s.turns.push(serde_json::json!({
+            "question": format!("question {i} about tides and the moon"),
+            "answer": "word ".repeat(60),
+        }));
+    }
+    s.fold(300);
+    assert!(
+        s.turns.len() >= 2 && s.turns.len() < 10,
+        "{}",
+        s.turns.len()
+    );
+    assert_eq!(s.summary.len() + s.turns.len(), 10);
+    assert!(s.summary[0].contains("question 0"), "{:?}", s.summary);
+    // Old sessions (a bare list of turns) still read.
+    let old = Session::from_value(serde_json::json!([{"question": "q", "answer": "a"}]));
+    assert_eq!(old.turns.len(), 1);
+
+    let kb = kb(
+        |c| {
+            c.memory.remember_answers = true;
+            c.memory.session_tokens = 40;
+        },
+        &[("default", CORPUS)],
+    );
+    let store =
+        Arc::new(MemoryStore::new(Arc::new(InMemoryBackend::new()), Default::default()).unwrap());
+    let o = orchestrator(Services {
+        memory: Some(Arc::new(MemorySearcher::new(
+            store.clone(),
+            kb.engine.embedder(),
+        ))),
+        ..Services::new(kb.engine.clone())
+    });
+    let mut opts = opts("default");
+    opts.session = Some("s-fold".into());
+    opts.project = Some("tour".into());
+    for q in [
+        "When was the Eiffel Tower completed?",
+        "What causes the tides?",
+        "How high is Kilimanjaro?",
+    ] {
+        ask(&o, q, &opts);
+    }
+    let r = ask(&o, "What have we talked about?", &opts);
+    assert_eq!(r.method, "direct", "{}", summary(&r));
+    assert!(
+        r.answer.contains("Eiffel") && r.answer.contains("Kilimanjaro"),
+        "{}",
+        r.answer
+    );
+    let remembered = store
+        .list(
+            &Filter {
+                project: "tour".into(),
+                kinds: vec![Kind::Episode],
+                ..Default::default()
+            },
+            0,
+        )
+        .unwrap();
+    assert!(
+        remembered
+            .iter()
+            .any(|m| m.text.contains("Eiffel") && m.scope.session == "s-fold"),
+        "{remembered:?}"
+    );
+}

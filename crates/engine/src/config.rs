@@ -81,6 +81,12 @@ pub struct MemorySettings {
     pub alpha: f32,
     /// Search: how much trust scales relevance.
     pub trust_weight: f32,
+    /// Tokens of a session's recent turns kept whole; older turns are folded into the
+    /// session's summary.
+    pub session_tokens: usize,
+    /// Write every answered question of `ask --memory` as an episode memory of its
+    /// project and session (otherwise only `memory add` writes long-term memories).
+    pub remember_answers: bool,
 }
 
 impl Default for MemorySettings {
@@ -100,6 +106,8 @@ impl Default for MemorySettings {
             purge_after_days: t.purge_after_days,
             alpha: 0.5,
             trust_weight: 0.3,
+            session_tokens: 1000,
+            remember_answers: false,
         }
     }
 }
@@ -722,6 +730,12 @@ purge_after_days = 30.0
 # (relevance x (1 - w + w x trust)).
 alpha = 0.5
 trust_weight = 0.3
+# Short-term memory: a session's recent turns (ask --session) live on the Mind; past
+# this many tokens the oldest are folded into the session's summary.
+session_tokens = 1000
+# Long-term memories are written only by `memory add`, unless this rule is on: every
+# answered question of `ask --memory` becomes an episode memory of its project/session.
+remember_answers = false
 "#;
 
 const SECTIONS: &[&str] = &[

@@ -31,7 +31,15 @@ impl Default for GenerateTool {
             namespace: "generate",
             description: "writes the answer from kept strips with citations (extractive, or an LLM)",
             roles: &["generate"],
-            reads: &["input.query", "*.strips", "*.decision", "*.report", "session.turns", "loop.*"],
+            reads: &[
+                "input.query",
+                "*.strips",
+                "*.decision",
+                "*.report",
+                "session.turns",
+                "session.summary",
+                "loop.*",
+            ],
             writes: &["answer"],
             params: || {
                 json!({"type": "object", "additionalProperties": false, "properties": {
@@ -215,7 +223,24 @@ fn direct(
         let field = |t: &serde_json::Value, k: &str| {
             t.get(k).and_then(|v| v.as_str()).map(str::to_string)
         };
+        let summary: Vec<String> = ctx
+            .mind
+            .read("session.summary")?
+            .and_then(|e| serde_json::from_value(e.value).ok())
+            .unwrap_or_default();
+        let overview = q.contains("summar") || q.contains("talked about") || q.contains("talking about");
         let text = match turns.last() {
+            _ if overview && (!turns.is_empty() || !summary.is_empty()) => {
+                let mut lines: Vec<String> = summary.clone();
+                for t in &turns {
+                    lines.push(format!(
+                        "asked {:?}; answered: {}",
+                        field(t, "question").unwrap_or_default(),
+                        field(t, "answer").unwrap_or_default()
+                    ));
+                }
+                format!("So far you {}", lines.join("; then you "))
+            }
             None => "There is no earlier turn in this conversation (use a session to keep one: \
                      `ask --session NAME`)."
                 .to_string(),
@@ -223,9 +248,13 @@ fn direct(
                 Some(a) => format!("My previous answer was: {a}"),
                 None => "I gave no answer before.".to_string(),
             },
-            Some(_) if q.contains("first") => match turns.first().and_then(|f| field(f, "question")) {
-                Some(f) => format!("Your first question was: {f}"),
-                None => "There is no earlier question.".to_string(),
+            Some(_) if q.contains("first") => match (summary.first(), turns.first()) {
+                (Some(l), _) => format!("Your first turn (summarized): you {l}"),
+                (None, Some(f)) => match field(f, "question") {
+                    Some(f) => format!("Your first question was: {f}"),
+                    None => "There is no earlier question.".to_string(),
+                },
+                (None, None) => "There is no earlier question.".to_string(),
             },
             Some(t) => match field(t, "question") {
                 Some(p) => format!("Your previous question was: {p}"),
