@@ -578,7 +578,7 @@ impl Orchestrator {
             let r = self.run_role(&ctx, role);
             finish.push(trace(role, t, &r, &mut cost, &mut failures));
         }
-        let answer: Answer = latest::<Answer>(&scope, "answer")?
+        let mut answer: Answer = latest::<Answer>(&scope, "answer")?
             .map(|a| a.data)
             .unwrap_or_else(|| Answer {
                 method: "abstain".into(),
@@ -587,6 +587,68 @@ impl Orchestrator {
             });
         if let Some(n) = &answer.note {
             decisions.push(format!("generate: {n}"));
+        }
+        // CONTRADICTS: an answer that cites a memory another recalled memory contradicts
+        // says so, naming the lower-trust side; neither is dropped.
+        if answer.method != "abstain" {
+            let recalled: Vec<crate::crag::Recalled> = scope
+                .read_name("hits")?
+                .into_iter()
+                .filter_map(|e| serde_json::from_value(e.value).ok())
+                .next()
+                .unwrap_or_default();
+            let cited: Vec<(usize, String)> = answer
+                .citations
+                .iter()
+                .filter_map(|c| c.doc.strip_prefix("mem:").map(|id| (c.n, id.to_string())))
+                .collect();
+            let mut stated: Vec<(String, String)> = Vec::new();
+            for (n, id) in &cited {
+                let Some(me_r) = recalled.iter().find(|r| &r.id == id) else {
+                    continue;
+                };
+                for f in &me_r.flags {
+                    let Some(other) = f
+                        .strip_prefix("contradicts ")
+                        .map(|o| o.split(' ').next().unwrap_or(""))
+                    else {
+                        continue;
+                    };
+                    let pair = if id.as_str() < other {
+                        (id.clone(), other.to_string())
+                    } else {
+                        (other.to_string(), id.clone())
+                    };
+                    if stated.contains(&pair) {
+                        continue;
+                    }
+                    let Some(o) = recalled.iter().find(|r| r.id == other) else {
+                        continue;
+                    };
+                    stated.push(pair);
+                    let (hi, lo) = if me_r.trust >= o.trust {
+                        (me_r, o)
+                    } else {
+                        (o, me_r)
+                    };
+                    answer.sentences.push(AnswerSentence {
+                        text: format!(
+                            "Note: the memories disagree: \"{}\" (trust {:.2}) contradicts \"{}\" (trust {:.2}, flagged as the lower-trust side).",
+                            hi.text.trim(),
+                            hi.trust,
+                            lo.text.trim(),
+                            lo.trust
+                        ),
+                        citations: vec![*n],
+                        support: None,
+                        supported: true,
+                    });
+                    decisions.push(format!(
+                        "memory: conflict stated between {} and {}",
+                        hi.id, lo.id
+                    ));
+                }
+            }
         }
         let verdicts: Vec<Graded> = latest::<Vec<Graded>>(&scope, "verdicts")?
             .map(|r| r.data)

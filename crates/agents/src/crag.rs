@@ -602,6 +602,12 @@ pub struct Recalled {
     pub score: f32,
     /// Its trust when recalled.
     pub trust: f64,
+    /// Relation flags from the search (`contradicts <id> (lower trust: flagged)`, ...).
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// Its text.
+    #[serde(default)]
+    pub text: String,
 }
 
 /// The loop's decision to retrieve or not (`<ns>.decision`).

@@ -1478,3 +1478,68 @@ fn sessions_fold_old_turns_into_a_summary_and_can_remember_answers() {
         "{remembered:?}"
     );
 }
+
+/// CONTRADICTS: an answer citing one side of a contradiction states the conflict and
+/// names the lower-trust side; neither memory is dropped.
+#[test]
+fn an_answer_touching_contradicting_memories_states_the_conflict() {
+    use neuralcore_memory::{
+        InMemoryBackend, MemScope, MemorySearcher, MemoryStore, NewMemory, RelKind, Signal,
+    };
+    let kb = shared();
+    let store =
+        Arc::new(MemoryStore::new(Arc::new(InMemoryBackend::new()), Default::default()).unwrap());
+    let searcher = Arc::new(MemorySearcher::new(store.clone(), kb.engine.embedder()));
+    let now = 1_900_000_000_000;
+    let add = |text: &str| {
+        searcher
+            .add(
+                NewMemory {
+                    text: text.into(),
+                    scope: MemScope {
+                        project: "ops".into(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "test",
+                now,
+            )
+            .unwrap()
+    };
+    let two = add("The staging gate requires two approvals before a deploy.");
+    let three = add("The staging gate requires three approvals before a deploy.");
+    store
+        .signal(&two.id, Signal::Confirmed, "test", now)
+        .unwrap();
+    store
+        .link(&three.id, RelKind::Contradicts, &two.id, "test", now)
+        .unwrap();
+    let o = orchestrator(Services {
+        memory: Some(searcher),
+        ..Services::new(kb.engine.clone())
+    });
+    let mut opts = opts("default");
+    opts.project = Some("ops".into());
+    let r = ask(
+        &o,
+        "How many approvals does the staging gate require before a deploy?",
+        &opts,
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(r.answer.contains("disagree"), "{why}");
+    assert!(
+        r.answer.contains("two approvals") && r.answer.contains("three approvals"),
+        "{why}"
+    );
+    let note = r
+        .sentences
+        .iter()
+        .find(|s| s.text.contains("disagree"))
+        .unwrap();
+    assert!(note.text.contains("flagged as the lower-trust side"));
+    // The lower-trust side is the one named as flagged.
+    let flagged_part = note.text.split("contradicts").nth(1).unwrap();
+    assert!(flagged_part.contains("three approvals"), "{}", note.text);
+}

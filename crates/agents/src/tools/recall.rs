@@ -113,6 +113,8 @@ impl Tool for RecallTool {
                 verdict,
                 score: s.score,
                 trust: h.memory.trust,
+                flags: h.flags.clone(),
+                text: h.memory.text.clone(),
             });
         }
         let kept = recalled.iter().filter(|r| r.verdict == Verdict::Correct).count();
