@@ -478,6 +478,16 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                     serde_json::json!(format!("{}: {}", p.speaker, p.text)),
                 );
             }
+            if let Some(n) = set
+                .turns
+                .get(i + 1)
+                .filter(|n| n.conversation == t.conversation && n.session == t.session)
+            {
+                metadata.insert(
+                    "followup".to_string(),
+                    serde_json::json!(format!("{}: {}", n.speaker, n.text)),
+                );
+            }
             NewMemory {
                 text: t.text.clone(),
                 kind: Some(Kind::Episode),

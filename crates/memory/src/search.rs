@@ -116,6 +116,11 @@ pub fn indexed_text(m: &Memory) -> String {
         t.push_str(c);
         t.push(']');
     }
+    if let Some(c) = m.metadata.get("followup").and_then(|v| v.as_str()) {
+        t.push_str(" [answered by: ");
+        t.push_str(c);
+        t.push(']');
+    }
     if let Some(d) = &m.occurred_at {
         t.push_str(" (");
         t.push_str(d);
