@@ -777,50 +777,21 @@ fn memory_rows(r: &MemRetrievalReport) -> Vec<(String, String)> {
 /// then latency p50 / p95. Names are left-aligned, values right-aligned, columns separated
 /// by two spaces and the header underlined.
 pub fn render_memory_side_by_side(rows: &[(String, MemRetrievalReport)]) -> String {
-    const METRIC: &str = "metric";
-    let width = |s: &str| s.chars().count();
-    let values: Vec<Vec<(String, String)>> = rows.iter().map(|(_, r)| memory_rows(r)).collect();
     let names: Vec<String> = memory_rows(&MemRetrievalReport::default())
         .into_iter()
         .map(|r| r.0)
         .collect();
-    let name_width = names
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let columns: Vec<(&str, Vec<String>)> = rows
         .iter()
-        .map(|n| width(n))
-        .chain([width(METRIC)])
-        .max()
-        .unwrap_or(0);
-    let col_widths: Vec<usize> = rows
-        .iter()
-        .zip(&values)
-        .map(|((label, _), vals)| {
-            vals.iter()
-                .map(|(_, v)| width(v))
-                .chain([width(label)])
-                .max()
-                .unwrap_or(0)
+        .map(|(l, r)| {
+            (
+                l.as_str(),
+                memory_rows(r).into_iter().map(|x| x.1).collect(),
+            )
         })
         .collect();
-
-    let mut lines = Vec::with_capacity(names.len() + 2);
-    let mut header = format!("{METRIC:<name_width$}");
-    for ((label, _), w) in rows.iter().zip(&col_widths) {
-        // `format!` pads by characters, so non-ASCII labels line up too.
-        header.push_str(&format!("  {label:>w$}"));
-    }
-    lines.push(header.trim_end().to_string());
-    let total = name_width + col_widths.iter().map(|w| w + 2).sum::<usize>();
-    lines.push("-".repeat(total));
-    for (i, name) in names.iter().enumerate() {
-        let mut line = format!("{name:<name_width$}");
-        for (vals, w) in values.iter().zip(&col_widths) {
-            line.push_str(&format!("  {:>w$}", vals[i].1));
-        }
-        lines.push(line.trim_end().to_string());
-    }
-    let mut out = lines.join("\n");
-    out.push('\n');
-    out
+    crate::metrics::render_table(&names, &columns)
 }
 
 #[cfg(test)]

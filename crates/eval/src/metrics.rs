@@ -256,11 +256,20 @@ pub fn side_by_side(rows: &[(String, Summary)]) -> String {
 }
 
 fn render(columns: &[(&str, &Summary)]) -> String {
-    const METRIC: &str = "metric";
-    let values: Vec<Vec<(&'static str, String)>> = columns.iter().map(|(_, s)| s.rows()).collect();
-    let names: Vec<&'static str> = Summary::default().rows().iter().map(|r| r.0).collect();
-    let width = |s: &str| s.chars().count();
+    let names: Vec<&str> = Summary::default().rows().iter().map(|r| r.0).collect();
+    let columns: Vec<(&str, Vec<String>)> = columns
+        .iter()
+        .map(|(l, s)| (*l, s.rows().into_iter().map(|r| r.1).collect()))
+        .collect();
+    render_table(&names, &columns)
+}
 
+/// A plain-text table: one row per name (left-aligned under `metric`), one column per
+/// `(label, values)` (right-aligned), columns two spaces apart, the header underlined.
+/// Widths count characters, so non-ASCII labels line up.
+pub(crate) fn render_table(names: &[&str], columns: &[(&str, Vec<String>)]) -> String {
+    const METRIC: &str = "metric";
+    let width = |s: &str| s.chars().count();
     let name_width = names
         .iter()
         .map(|n| width(n))
@@ -269,32 +278,28 @@ fn render(columns: &[(&str, &Summary)]) -> String {
         .unwrap_or(0);
     let col_widths: Vec<usize> = columns
         .iter()
-        .zip(&values)
-        .map(|((label, _), rows)| {
-            rows.iter()
-                .map(|(_, v)| width(v))
+        .map(|(label, vals)| {
+            vals.iter()
+                .map(|v| width(v))
                 .chain([width(label)])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-
     let mut lines = Vec::with_capacity(names.len() + 2);
     let mut header = format!("{METRIC:<name_width$}");
     for ((label, _), w) in columns.iter().zip(&col_widths) {
-        header.push_str(&format!(
-            "  {:>w$}",
-            label,
-            w = *w + label.len() - width(label)
-        ));
+        // `format!` pads by characters.
+        header.push_str(&format!("  {label:>w$}"));
     }
     lines.push(header.trim_end().to_string());
     let total = name_width + col_widths.iter().map(|w| w + 2).sum::<usize>();
     lines.push("-".repeat(total));
     for (i, name) in names.iter().enumerate() {
         let mut line = format!("{name:<name_width$}");
-        for (rows, w) in values.iter().zip(&col_widths) {
-            line.push_str(&format!("  {:>w$}", rows[i].1));
+        for ((_, vals), w) in columns.iter().zip(&col_widths) {
+            let v = vals.get(i).map(String::as_str).unwrap_or("-");
+            line.push_str(&format!("  {v:>w$}"));
         }
         lines.push(line.trim_end().to_string());
     }
