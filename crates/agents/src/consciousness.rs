@@ -588,15 +588,17 @@ impl Orchestrator {
         if let Some(n) = &answer.note {
             decisions.push(format!("generate: {n}"));
         }
+        // The memories recall brought (none without a memory store).
+        let recalled: Vec<crate::crag::Recalled> = scope
+            .read_name("hits")?
+            .into_iter()
+            .filter_map(|e| serde_json::from_value(e.value).ok())
+            .next()
+            .unwrap_or_default();
+        let now = neuralcore_memory::now_ms();
         // CONTRADICTS: an answer that cites a memory another recalled memory contradicts
         // says so, naming the lower-trust side; neither is dropped.
         if answer.method != "abstain" {
-            let recalled: Vec<crate::crag::Recalled> = scope
-                .read_name("hits")?
-                .into_iter()
-                .filter_map(|e| serde_json::from_value(e.value).ok())
-                .next()
-                .unwrap_or_default();
             let cited: Vec<(usize, String)> = answer
                 .citations
                 .iter()
@@ -660,23 +662,13 @@ impl Orchestrator {
         // graded out, or kept but not cited, was ignored.
         let mut memories = Vec::new();
         if let Some(mem) = &self.services.memory {
-            let recalled: Vec<crate::crag::Recalled> = scope
-                .read_name("hits")?
-                .into_iter()
-                .filter_map(|e| serde_json::from_value(e.value).ok())
-                .next()
-                .unwrap_or_default();
             let cited: std::collections::HashSet<usize> = answer
                 .sentences
                 .iter()
                 .filter(|s| s.supported)
                 .flat_map(|s| s.citations.iter().copied())
                 .collect();
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0);
-            for r in recalled {
+            for r in &recalled {
                 let node = format!("mem:{}", r.id);
                 let used = !abstained
                     && answer
@@ -690,7 +682,7 @@ impl Orchestrator {
                 };
                 match mem.store().signal(&r.id, signal, run_id, now) {
                     Ok(m) => memories.push(MemorySignal {
-                        id: r.id,
+                        id: r.id.clone(),
                         verdict: r.verdict,
                         signal: signal.as_str().into(),
                         trust: m.trust,
@@ -726,10 +718,6 @@ impl Orchestrator {
                 && !abstained
                 && matches!(answer.method.as_str(), "extractive" | "llm")
             {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(0);
                 let text = format!("Q: {question} A: {}", answer.text());
                 let new = neuralcore_memory::NewMemory {
                     text,
@@ -751,12 +739,6 @@ impl Orchestrator {
         let confidence = if abstained {
             0.0
         } else {
-            let recalled: Vec<crate::crag::Recalled> = scope
-                .read_name("hits")?
-                .into_iter()
-                .filter_map(|e| serde_json::from_value(e.value).ok())
-                .next()
-                .unwrap_or_default();
             let scores: Vec<f32> = citations
                 .iter()
                 .filter_map(|c| match c.doc.strip_prefix("mem:") {

@@ -160,6 +160,34 @@ const NEGATIONS: &[&str] = &[
     "not", "never", "no", "none", "nobody", "nothing", "neither", "nor",
 ];
 
+/// [`QUESTION_WORDS`] as the analyzer makes them, computed once per analyzer setting
+/// (every grading and refining call needs them).
+fn question_words(
+    engine: &Engine,
+    collection: &str,
+) -> Result<std::sync::Arc<HashSet<String>>, EngineError> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<HashSet<String>>>>> = OnceLock::new();
+    let key = engine.config().analyzer.fingerprint();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(s) = cache.lock().expect("question words lock").get(&key) {
+        return Ok(s.clone());
+    }
+    let set: Arc<HashSet<String>> = Arc::new(
+        engine
+            .query_terms(collection, QUESTION_WORDS)?
+            .into_iter()
+            .map(|t| t.0)
+            .collect(),
+    );
+    cache
+        .lock()
+        .expect("question words lock")
+        .insert(key, set.clone());
+    Ok(set)
+}
+
 /// The question's telling terms with their weights in a collection.
 #[derive(Debug, Clone, Default)]
 pub struct QueryTerms {
@@ -176,11 +204,7 @@ pub struct QueryTerms {
 impl QueryTerms {
     /// Analyze `query` with the collection's analyzer and weigh each term by its idf.
     pub fn new(engine: &Engine, collection: &str, query: &str) -> Result<Self, EngineError> {
-        let stop: HashSet<String> = engine
-            .query_terms(collection, QUESTION_WORDS)?
-            .into_iter()
-            .map(|t| t.0)
-            .collect();
+        let stop = question_words(engine, collection)?;
         let terms: Vec<(String, f32)> = engine
             .term_weights(collection, query)?
             .into_iter()

@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use neuralcore_engine::{Config, Engine};
 use neuralcore_memory::{
-    Filter, Kind, MemScope, Memory, MemoryBackend, MemorySearcher, MemoryStore, NewMemory, RelKind,
-    SearchOptions, Signal, Status,
+    now_ms, Filter, Kind, MemScope, Memory, MemoryBackend, MemorySearcher, MemoryStore, NewMemory,
+    RelKind, SearchOptions, Signal, Status,
 };
 
 /// Memory subcommands.
@@ -124,14 +124,6 @@ pub enum MemoryCommand {
         #[arg(long)]
         query: Option<String>,
     },
-}
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// The configured memory backend.

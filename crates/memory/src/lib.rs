@@ -31,6 +31,6 @@ pub use error::{MemResult, MemoryError};
 pub use memory_backend::InMemoryBackend;
 pub use redb_backend::RedbBackend;
 pub use search::{MemHit, MemorySearcher, SearchOptions};
-pub use store::{memory_id, MemoryStore, NewMemory, SweepReport, MAX_TEXT_BYTES};
+pub use store::{memory_id, now_ms, MemoryStore, NewMemory, SweepReport, MAX_TEXT_BYTES};
 pub use trust::TrustConfig;
 pub use types::{AuditEntry, Filter, Kind, MemScope, Memory, RelKind, Relation, Signal, Status};

@@ -103,28 +103,31 @@ pub fn terms(text: &str) -> Vec<String> {
 }
 
 /// What is indexed of a memory: its text, with the speaker and date when known, and
-/// the `context` metadata (e.g. the turn it answers) when given.
+/// the `context` (the turn it answers) and `followup` (the reply to it) metadata.
 pub fn indexed_text(m: &Memory) -> String {
+    text_with_context(&m.text, &m.metadata, m.occurred_at.as_deref())
+}
+
+/// [`indexed_text`] from a memory's parts (also for one not stored yet).
+fn text_with_context(
+    text: &str,
+    metadata: &std::collections::BTreeMap<String, serde_json::Value>,
+    occurred_at: Option<&str>,
+) -> String {
+    let meta = |k: &str| metadata.get(k).and_then(|v| v.as_str());
     let mut t = String::new();
-    if let Some(s) = m.metadata.get("speaker").and_then(|v| v.as_str()) {
+    if let Some(s) = meta("speaker") {
         t.push_str(s);
         t.push_str(": ");
     }
-    t.push_str(&m.text);
-    if let Some(c) = m.metadata.get("context").and_then(|v| v.as_str()) {
-        t.push_str(" [in reply to: ");
-        t.push_str(c);
-        t.push(']');
+    t.push_str(text);
+    for (key, label) in [("context", "in reply to"), ("followup", "answered by")] {
+        if let Some(c) = meta(key) {
+            t.push_str(&format!(" [{label}: {c}]"));
+        }
     }
-    if let Some(c) = m.metadata.get("followup").and_then(|v| v.as_str()) {
-        t.push_str(" [answered by: ");
-        t.push_str(c);
-        t.push(']');
-    }
-    if let Some(d) = &m.occurred_at {
-        t.push_str(" (");
-        t.push_str(d);
-        t.push(')');
+    if let Some(d) = occurred_at {
+        t.push_str(&format!(" ({d})"));
     }
     t
 }
@@ -226,24 +229,7 @@ impl MemorySearcher {
                     .iter()
                     .map(|&i| {
                         let n = &news[i];
-                        let m = Memory {
-                            id: String::new(),
-                            text: n.text.clone(),
-                            kind: n.kind.unwrap_or(crate::Kind::Fact),
-                            scope: n.scope.clone(),
-                            source: String::new(),
-                            created_at_ms: 0,
-                            last_used_at_ms: 0,
-                            use_counts: Default::default(),
-                            trust: 0.0,
-                            trust_at_ms: 0,
-                            status: Status::Active,
-                            archived_at_ms: None,
-                            occurred_at: n.occurred_at.clone(),
-                            metadata: n.metadata.clone(),
-                            embedding: None,
-                        };
-                        indexed_text(&m)
+                        text_with_context(&n.text, &n.metadata, n.occurred_at.as_deref())
                     })
                     .collect();
                 let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -404,7 +390,7 @@ impl MemorySearcher {
             });
         }
         drop(idx);
-        self.apply_relations(&mut hits, &mut fresh, opts, now_ms)?;
+        self.apply_relations(&mut hits, &fresh, opts, now_ms)?;
         hits.truncate(opts.k);
         Ok(hits)
     }
@@ -412,7 +398,7 @@ impl MemorySearcher {
     fn apply_relations(
         &self,
         hits: &mut Vec<MemHit>,
-        fresh: &mut HashMap<String, Memory>,
+        fresh: &HashMap<String, Memory>,
         opts: &SearchOptions,
         now_ms: u64,
     ) -> MemResult<()> {
@@ -506,7 +492,6 @@ impl MemorySearcher {
             }
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        let _ = fresh;
         Ok(())
     }
 }

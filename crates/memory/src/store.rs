@@ -14,6 +14,14 @@ use crate::error::{MemResult, MemoryError};
 use crate::trust::{self, TrustConfig};
 use crate::types::{AuditEntry, Filter, Kind, MemScope, Memory, RelKind, Relation, Signal, Status};
 
+/// Milliseconds since the Unix epoch (the clock memories are stamped with).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 /// Longest memory text, in bytes.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 

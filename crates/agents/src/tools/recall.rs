@@ -51,10 +51,7 @@ impl Tool for RecallTool {
             .and_then(|e| e.value.as_str().map(str::to_string))
             .unwrap_or_default();
         let k: usize = ctx.param("k", 5);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now = neuralcore_memory::now_ms();
         let hits = mem
             .search(
                 &question,
