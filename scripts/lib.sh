@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# Shared by the scripts that install and run the test servers (searxng.sh,
+# llm-server.sh, postgres.sh). Source it after defining `log`.
+
+# True when GET $1 answers with a 2xx within $2 seconds (curl, else Python).
+http_answers() {
+    local url="$1" secs="${2:-2}"
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsS --max-time "$secs" "$url" >/dev/null 2>&1
+    else
+        python3 - "$url" "$secs" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2])).read()
+PY
+    fi
+}
+
+# Create the venv $1 when missing.
+make_venv() {
+    local venv="$1"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        log "creating venv at $venv"
+        mkdir -p "$(dirname "$venv")"
+        python3 -m venv "$venv"
+    fi
+}
+
+# Stop the process whose pid is in the file $1 (TERM, then KILL after 5 s), and
+# remove the file.
+stop_pidfile() {
+    local pidfile="$1"
+    if [[ -f "$pidfile" ]]; then
+        local pid
+        pid="$(cat "$pidfile")"
+        if kill -0 "$pid" 2>/dev/null; then
+            log "stopping pid $pid"
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            if kill -0 "$pid" 2>/dev/null; then
+                log "pid $pid still alive, sending SIGKILL"
+                kill -9 "$pid" 2>/dev/null || true
+            fi
+        else
+            log "pid $pid is not running"
+        fi
+        rm -f "$pidfile"
+    else
+        log "no pid file at $pidfile (nothing started by this script)"
+    fi
+}
