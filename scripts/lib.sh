@@ -21,7 +21,17 @@ make_venv() {
     if [[ ! -x "$venv/bin/python" ]]; then
         log "creating venv at $venv"
         mkdir -p "$(dirname "$venv")"
-        python3 -m venv "$venv"
+        if ! python3 -m venv "$venv" 2>/dev/null; then
+            # Debian's own python3 keeps venv (and its pip) in a separate package.
+            log "python3 cannot make a venv: installing python3-venv with apt-get"
+            rm -rf "$venv"
+            local sudo=""
+            if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+            $sudo apt-get install -y python3-venv >/dev/null || {
+                $sudo apt-get update >/dev/null && $sudo apt-get install -y python3-venv >/dev/null
+            }
+            python3 -m venv "$venv"
+        fi
     fi
 }
 
