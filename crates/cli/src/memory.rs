@@ -245,15 +245,15 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
             let hits = searcher.search(
                 &query,
                 &SearchOptions {
-                    k,
-                    filter: Filter {
-                        project,
-                        session,
-                        ..Default::default()
-                    },
                     include_superseded,
-                    alpha: cfg.memory.alpha,
-                    trust_weight: cfg.memory.trust_weight,
+                    ..cfg.memory.search_options(
+                        k,
+                        Filter {
+                            project,
+                            session,
+                            ..Default::default()
+                        },
+                    )
                 },
                 now,
             )?;
@@ -400,6 +400,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                     project,
                     session,
                     query,
+                    l2: engine.config().memory.search_options(10, Filter::default()),
                     ..Default::default()
                 },
                 now,
@@ -520,10 +521,17 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         );
     }
     let mcfg = &engine.config().memory;
-    let systems: Vec<(&str, f32, f32)> = vec![
-        ("memory", mcfg.alpha, mcfg.trust_weight),
-        ("bm25", 0.0, 0.0),
-        ("vector", 1.0, 0.0),
+    // The plain baselines: no trust, no speaker rule.
+    let plain = |alpha: f32| SearchOptions {
+        alpha,
+        trust_weight: 0.0,
+        speaker_weight: 0.0,
+        ..mcfg.search_options(a.k, Filter::default())
+    };
+    let systems: Vec<(&str, SearchOptions)> = vec![
+        ("memory", mcfg.search_options(a.k, Filter::default())),
+        ("bm25", plain(0.0)),
+        ("vector", plain(1.0)),
     ];
     let mut out = match &a.per_question {
         Some(p) => Some(std::io::BufWriter::new(
@@ -532,8 +540,8 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         None => None,
     };
     let mut rows = Vec::new();
-    for (label, alpha, tw) in systems {
-        if alpha > 0.0 && searcher.embedder().is_none() {
+    for (label, opts) in systems {
+        if opts.alpha > 0.0 && searcher.embedder().is_none() {
             continue;
         }
         let mut runs = Vec::new();
@@ -542,14 +550,11 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
             let hits = searcher.search(
                 &q.question,
                 &SearchOptions {
-                    k: a.k,
                     filter: Filter {
                         project: q.conversation.clone(),
                         ..Default::default()
                     },
-                    include_superseded: false,
-                    alpha,
-                    trust_weight: tw,
+                    ..opts.clone()
                 },
                 now,
             )?;

@@ -81,6 +81,9 @@ pub struct MemorySettings {
     pub alpha: f32,
     /// Search: how much trust scales relevance.
     pub trust_weight: f32,
+    /// Search: when a query names some speakers, how much memories said by others
+    /// are discounted.
+    pub speaker_weight: f32,
     /// Tokens of a session's recent turns kept whole; older turns are folded into the
     /// session's summary.
     pub session_tokens: usize,
@@ -106,6 +109,7 @@ impl Default for MemorySettings {
             purge_after_days: t.purge_after_days,
             alpha: 0.5,
             trust_weight: 0.3,
+            speaker_weight: 0.3,
             session_tokens: 1000,
             remember_answers: false,
         }
@@ -113,6 +117,22 @@ impl Default for MemorySettings {
 }
 
 impl MemorySettings {
+    /// Search options with these weights: `k` results under `filter`.
+    pub fn search_options(
+        &self,
+        k: usize,
+        filter: neuralcore_memory::Filter,
+    ) -> neuralcore_memory::SearchOptions {
+        neuralcore_memory::SearchOptions {
+            k,
+            filter,
+            include_superseded: false,
+            alpha: self.alpha,
+            trust_weight: self.trust_weight,
+            speaker_weight: self.speaker_weight,
+        }
+    }
+
     /// The trust rules.
     pub fn trust(&self) -> neuralcore_memory::TrustConfig {
         neuralcore_memory::TrustConfig {
@@ -730,6 +750,9 @@ purge_after_days = 30.0
 # (relevance x (1 - w + w x trust)).
 alpha = 0.5
 trust_weight = 0.3
+# A query naming some of the memories' speakers (their `speaker` metadata) but not all
+# discounts what the others said: score x (1 - speaker_weight).
+speaker_weight = 0.3
 # Short-term memory: a session's recent turns (ask --session) live on the Mind; past
 # this many tokens the oldest are folded into the session's summary.
 session_tokens = 1000

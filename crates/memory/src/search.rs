@@ -43,6 +43,10 @@ pub struct SearchOptions {
     pub alpha: f32,
     /// How much trust scales relevance: `relevance × (1 − w + w × trust)`.
     pub trust_weight: f32,
+    /// When the query names some of the speakers of the memories (their `speaker`
+    /// metadata) but not all, memories said by someone else score `× (1 − w)`: what a
+    /// question asks about a person is mostly what that person said.
+    pub speaker_weight: f32,
 }
 
 impl Default for SearchOptions {
@@ -53,6 +57,7 @@ impl Default for SearchOptions {
             include_superseded: false,
             alpha: 0.5,
             trust_weight: 0.3,
+            speaker_weight: 0.3,
         }
     }
 }
@@ -77,6 +82,10 @@ struct Index {
     ids: Vec<String>,
     pos: HashMap<String, usize>,
     memories: Vec<Memory>,
+    /// Per memory, its speaker's position in `speakers`.
+    speaker: Vec<Option<u32>>,
+    /// The speakers' names, lower case, split into words.
+    speakers: Vec<Vec<String>>,
     lens: Vec<f32>,
     postings: HashMap<String, Vec<(u32, f32)>>,
     total_len: f64,
@@ -148,9 +157,36 @@ impl Index {
         }
         self.lens.push(ts.len() as f32);
         self.total_len += ts.len() as f64;
+        let speaker = m
+            .metadata
+            .get("speaker")
+            .and_then(|v| v.as_str())
+            .map(|name| {
+                let words = words(name);
+                match self.speakers.iter().position(|s| *s == words) {
+                    Some(p) => p as u32,
+                    None => {
+                        self.speakers.push(words);
+                        (self.speakers.len() - 1) as u32
+                    }
+                }
+            });
+        self.speaker.push(speaker);
         self.pos.insert(m.id.clone(), i);
         self.ids.push(m.id.clone());
         self.memories.push(m);
+    }
+
+    /// The speakers the query names (every word of the name, or its first word, as
+    /// words of the query).
+    fn named_speakers(&self, query: &str) -> HashSet<u32> {
+        let q: HashSet<String> = words(query).into_iter().collect();
+        (0..self.speakers.len() as u32)
+            .filter(|&i| {
+                let name = &self.speakers[i as usize];
+                !name.is_empty() && (name.iter().all(|w| q.contains(w)) || q.contains(&name[0]))
+            })
+            .collect()
     }
 
     /// BM25 (k1 1.2, b 0.75) of every memory with a query term.
@@ -176,6 +212,14 @@ impl Index {
         }
         out
     }
+}
+
+/// Lower-case words (split on anything not alphanumeric).
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// Scale by the best score (BM25 has no fixed range; a handful of candidates makes
@@ -311,14 +355,19 @@ impl MemorySearcher {
         let idx = self.index.read().expect("memory index lock");
         // Status, scope and kind come from the store (fresh); the index may lag.
         let mut kw = idx.bm25(query);
-        let mut vs: HashMap<usize, f32> = HashMap::new();
         let in_scope = |m: &Memory| {
             let f = &opts.filter;
             (f.tenant.is_empty() || f.tenant == m.scope.tenant)
                 && (f.project.is_empty() || f.project == m.scope.project)
                 && (f.session.is_empty() || f.session == m.scope.session)
         };
-        if let Some(q) = &qv {
+        by_max(&mut kw);
+        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
+        let f = &opts.filter;
+        let named = idx.named_speakers(query);
+        let sw = opts.speaker_weight.clamp(0.0, 1.0);
+        let cosines = |q: &[f32]| -> HashMap<usize, f32> {
+            let mut vs: HashMap<usize, f32> = HashMap::new();
             for (i, m) in idx.memories.iter().enumerate() {
                 if !in_scope(m) {
                     continue;
@@ -329,37 +378,51 @@ impl MemorySearcher {
                     }
                 }
             }
-        }
-        by_max(&mut kw);
-        // Keep the vector candidates that matter: the top of the cosine list.
-        if vs.len() > 200 {
-            let mut all: Vec<(usize, f32)> = vs.into_iter().collect();
-            all.sort_by(|a, b| b.1.total_cmp(&a.1));
-            all.truncate(200);
-            vs = all.into_iter().collect();
-        }
-        // Cosine is already on a fixed scale.
-        for v in vs.values_mut() {
-            *v = v.max(0.0);
-        }
-        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
-        let mut cands: HashMap<usize, f32> = HashMap::new();
-        for (&i, &s) in &kw {
-            *cands.entry(i).or_default() += (1.0 - alpha) * s;
-        }
-        for (&i, &s) in &vs {
-            *cands.entry(i).or_default() += alpha * s;
-        }
-        // Scope and kind never change: filter before cutting the list (status is
-        // checked on the fresh record below).
-        let f = &opts.filter;
-        cands.retain(|&i, _| {
-            let m = &idx.memories[i];
-            (f.tenant.is_empty() || f.tenant == m.scope.tenant)
-                && (f.project.is_empty() || f.project == m.scope.project)
-                && (f.session.is_empty() || f.session == m.scope.session)
-                && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
-        });
+            // Keep the vector candidates that matter: the top of the cosine list.
+            if vs.len() > 200 {
+                let mut all: Vec<(usize, f32)> = vs.into_iter().collect();
+                all.sort_by(|a, b| b.1.total_cmp(&a.1));
+                all.truncate(200);
+                vs = all.into_iter().collect();
+            }
+            // Cosine is already on a fixed scale.
+            for v in vs.values_mut() {
+                *v = v.max(0.0);
+            }
+            vs
+        };
+        let fuse = |vs: &HashMap<usize, f32>| -> HashMap<usize, f32> {
+            let mut cands: HashMap<usize, f32> = HashMap::new();
+            for (&i, &s) in &kw {
+                *cands.entry(i).or_default() += (1.0 - alpha) * s;
+            }
+            for (&i, &s) in vs {
+                *cands.entry(i).or_default() += alpha * s;
+            }
+            // Scope and kind never change: filter before cutting the list (status is
+            // checked on the fresh record below).
+            cands.retain(|&i, _| {
+                let m = &idx.memories[i];
+                (f.tenant.is_empty() || f.tenant == m.scope.tenant)
+                    && (f.project.is_empty() || f.project == m.scope.project)
+                    && (f.session.is_empty() || f.session == m.scope.session)
+                    && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
+            });
+            // A question about one person: what the others said counts less.
+            if !named.is_empty() && sw > 0.0 {
+                let present: HashSet<u32> = cands.keys().filter_map(|&i| idx.speaker[i]).collect();
+                if present.iter().any(|s| !named.contains(s)) {
+                    for (&i, s) in cands.iter_mut() {
+                        if idx.speaker[i].is_some_and(|p| !named.contains(&p)) {
+                            *s *= 1.0 - sw;
+                        }
+                    }
+                }
+            }
+            cands
+        };
+        let vs = qv.as_deref().map(cosines).unwrap_or_default();
+        let cands = fuse(&vs);
         // Fresh records of the candidates (and of their relation partners).
         let mut scored: Vec<(usize, f32)> = cands.into_iter().collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -493,5 +556,65 @@ impl MemorySearcher {
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{InMemoryBackend, TrustConfig};
+
+    fn said(s: &MemorySearcher, speaker: Option<&str>, text: &str) -> String {
+        let mut metadata = std::collections::BTreeMap::new();
+        if let Some(p) = speaker {
+            metadata.insert("speaker".to_string(), serde_json::json!(p));
+        }
+        let new = NewMemory {
+            text: text.into(),
+            metadata,
+            ..Default::default()
+        };
+        s.add(new, "test", 0).unwrap().id
+    }
+
+    fn ranked(s: &MemorySearcher, query: &str, speaker_weight: f32) -> Vec<String> {
+        let opts = SearchOptions {
+            speaker_weight,
+            alpha: 0.0,
+            ..Default::default()
+        };
+        let hits = s.search(query, &opts, 0).unwrap();
+        hits.into_iter().map(|h| h.memory.id).collect()
+    }
+
+    #[test]
+    fn a_question_about_one_speaker_prefers_what_they_said() {
+        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
+        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        // Melanie's turn matches the question's words better (it names Caroline and
+        // repeats "research").
+        let mel = said(
+            &s,
+            Some("Melanie"),
+            "Caroline, your research? research what?",
+        );
+        let car = said(&s, Some("Caroline"), "I did research on adoption agencies");
+        let none = said(&s, None, "research notes, no speaker");
+        // Without the rule the better keyword match wins.
+        assert_eq!(ranked(&s, "What did Caroline research?", 0.0)[0], mel);
+        // With it, what Caroline said comes first; a memory without a speaker keeps its
+        // score (it is not discounted).
+        let r = ranked(&s, "What did Caroline's research find?", 0.9);
+        assert_eq!(r[0], car);
+        assert!(r.iter().position(|x| x == &none) < r.iter().position(|x| x == &mel));
+        // Naming both speakers (or none) changes nothing.
+        assert_eq!(
+            ranked(&s, "What did Caroline and Melanie research?", 0.9),
+            ranked(&s, "What did Caroline and Melanie research?", 0.0)
+        );
+        assert_eq!(
+            ranked(&s, "what research", 0.9),
+            ranked(&s, "what research", 0.0)
+        );
     }
 }

@@ -26,8 +26,8 @@ pub struct TierRequest {
     pub l1_tokens: usize,
     /// L1 trust floor.
     pub l1_min_trust: f64,
-    /// L2 results.
-    pub l2_k: usize,
+    /// L2: results wanted and search weights (the filter's project is `project`).
+    pub l2: SearchOptions,
 }
 
 impl Default for TierRequest {
@@ -39,7 +39,7 @@ impl Default for TierRequest {
             l0_tokens: 100,
             l1_tokens: 2000,
             l1_min_trust: 0.8,
-            l2_k: 10,
+            l2: SearchOptions::default(),
         }
     }
 }
@@ -197,12 +197,11 @@ pub fn load(s: &MemorySearcher, req: &TierRequest, now_ms: u64) -> MemResult<Tie
         let hits: Vec<MemHit> = s.search(
             q,
             &SearchOptions {
-                k: req.l2_k,
                 filter: Filter {
                     project: req.project.clone(),
                     ..Default::default()
                 },
-                ..Default::default()
+                ..req.l2.clone()
             },
             now_ms,
         )?;

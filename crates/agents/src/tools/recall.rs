@@ -55,14 +55,13 @@ impl Tool for RecallTool {
         let hits = mem
             .search(
                 &question,
-                &neuralcore_memory::SearchOptions {
+                &ctx.services.engine.config().memory.search_options(
                     k,
-                    filter: neuralcore_memory::Filter {
+                    neuralcore_memory::Filter {
                         project,
                         ..Default::default()
                     },
-                    ..Default::default()
-                },
+                ),
                 now,
             )
             .map_err(|e| ToolError::Transient(format!("memory search: {e}")))?;
