@@ -1,12 +1,13 @@
-//! `neuralcore memory add|get|search|list|signal|link|forget|restore|sweep|audit|tiers`.
+//! `neuralcore memory add|graph|get|search|list|signal|link|forget|restore|sweep|audit|tiers`.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use neuralcore_engine::{Config, Engine};
+use neuralcore_memory::graph::{self, Entity, EntityKind};
 use neuralcore_memory::{
     now_ms, Filter, Kind, MemScope, Memory, MemoryBackend, MemorySearcher, MemoryStore, NewMemory,
     RelKind, SearchOptions, Signal, Status,
@@ -37,6 +38,16 @@ pub enum MemoryCommand {
         /// When what it says happened.
         #[arg(long)]
         occurred_at: Option<String>,
+    },
+    /// An entity of the knowledge graph: the memories that mention it and the entities
+    /// they also mention (one hop).
+    Graph {
+        /// The entity's name, e.g. "Alice", or its node id (`ent:person:alice`).
+        entity: String,
+        /// Its kind: project, file, agent, skill, person or concept (default: every
+        /// kind with that name).
+        #[arg(long)]
+        kind: Option<String>,
     },
     /// One memory: text, trust (decay included), status, counts, relations.
     Get {
@@ -171,6 +182,26 @@ fn show(m: &Memory) {
     }
 }
 
+/// The entities a new memory names: by the LLM when `[llm]` is configured, by rules
+/// otherwise or when the LLM fails (the reason is kept in the label).
+fn memory_entities(cfg: &Config, m: &Memory) -> (Vec<Entity>, String) {
+    if !cfg.llm.is_configured() {
+        return (graph::rule_entities(m), "rules".into());
+    }
+    let by_llm = neuralcore_llm::LlmClient::new(cfg.llm.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|c| neuralcore_agents::llm_judge::entities(&c, &m.text).0);
+    match by_llm {
+        Ok(mut ents) => {
+            // The speaker is known without asking.
+            let speaker = m.metadata.get("speaker").and_then(|v| v.as_str());
+            ents.extend(speaker.and_then(|s| graph::entity(EntityKind::Person, s)));
+            (ents, "llm".into())
+        }
+        Err(e) => (graph::rule_entities(m), format!("rules (llm failed: {e})")),
+    }
+}
+
 /// Run a memory subcommand.
 pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> Result<ExitCode> {
     let cfg = engine.config().clone();
@@ -195,7 +226,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                     "unknown kind {kind:?} (fact, decision, rule, preference, procedure, episode)"
                 )
             })?;
-            let searcher = MemorySearcher::new(store, engine.embedder());
+            let searcher = MemorySearcher::new(store.clone(), engine.embedder());
             let m = searcher.add(
                 NewMemory {
                     text,
@@ -213,10 +244,78 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                 "user",
                 now,
             )?;
+            // The knowledge graph: MENTIONS links to the entities it names.
+            let (ents, by) = memory_entities(&cfg, &m);
+            let ents = graph::link_entities(&store, &m, ents, "user", now)?;
             if json {
-                print(serde_json::to_value(strip(m))?)?;
+                let mut v = serde_json::to_value(strip(m))?;
+                v["entities"] = serde_json::to_value(&ents)?;
+                v["entities_by"] = serde_json::json!(by);
+                print(v)?;
             } else {
                 println!("{}", m.id);
+                if !ents.is_empty() {
+                    let names: Vec<String> = ents
+                        .iter()
+                        .map(|e| format!("{} ({})", e.name, e.kind.as_str()))
+                        .collect();
+                    eprintln!("mentions: {} [{by}]", names.join(", "));
+                }
+            }
+        }
+        MemoryCommand::Graph { entity, kind } => {
+            let nodes: Vec<String> = if entity.starts_with("ent:") {
+                vec![entity.to_lowercase()]
+            } else {
+                let kinds: Vec<EntityKind> = match &kind {
+                    Some(k) => vec![EntityKind::parse(k).with_context(|| {
+                        format!("unknown entity kind {k:?} (project, file, agent, skill, person, concept)")
+                    })?],
+                    None => EntityKind::ALL.to_vec(),
+                };
+                let Some(e) = graph::entity(EntityKind::Person, &entity) else {
+                    bail!("{entity:?} is not an entity name (2 to 80 characters)");
+                };
+                kinds
+                    .into_iter()
+                    .map(|k| {
+                        Entity {
+                            kind: k,
+                            ..e.clone()
+                        }
+                        .node()
+                    })
+                    .collect()
+            };
+            let mut found = Vec::new();
+            for n in &nodes {
+                let nb = graph::neighbourhood(&store, n)?;
+                if !nb.memories.is_empty() {
+                    found.push(nb);
+                }
+            }
+            if json {
+                print(serde_json::to_value(&found)?)?;
+            } else if found.is_empty() {
+                eprintln!("no memory mentions {entity}");
+                return Ok(ExitCode::from(1));
+            } else {
+                for nb in &found {
+                    println!("{}: {} memories", nb.node, nb.memories.len());
+                    for id in &nb.memories {
+                        if let Some(m) = store.backend().get(id)? {
+                            show(&m);
+                        }
+                    }
+                    if !nb.related.is_empty() {
+                        let rel: Vec<String> = nb
+                            .related
+                            .iter()
+                            .map(|(n, c)| format!("{n} ({c})"))
+                            .collect();
+                        println!("  related: {}", rel.join(", "));
+                    }
+                }
             }
         }
         MemoryCommand::Get { id } => {

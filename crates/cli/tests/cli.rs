@@ -925,3 +925,129 @@ fn memory_commands_signals_rules_and_bad_input() {
     let sweep = json(&m(&["--json", "memory", "sweep"]));
     assert_eq!(sweep["seen"], 2);
 }
+
+/// `memory add` with an LLM endpoint `url` (quick to give up), JSON output.
+fn add_with_llm(data: &Path, url: &str, text: &str) -> Value {
+    json(
+        &bin()
+            .env("NEURALCORE_LLM_BASE_URL", url)
+            .env("NEURALCORE_LLM_MODEL", "m")
+            .env("NEURALCORE_LLM_API_KEY_ENV", "")
+            .env("NEURALCORE_LLM_MAX_RETRIES", "0")
+            .env("NEURALCORE_LLM_TIMEOUT_MS", "60000")
+            .arg("--data-dir")
+            .arg(data)
+            .args(["--json", "memory", "add", text, "--project", "p"])
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn fixture_llm_names_the_entities_of_a_memory_and_the_graph_links_them() {
+    use neuralcore_web::fixture::{FixtureServer, Reply};
+    // Plays an OpenAI-compatible endpoint whose model lists entities, one of them
+    // (Bob) not in the text and one of an unknown kind.
+    let server = FixtureServer::start(|_| {
+        Reply::json(
+            serde_json::json!({
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant",
+                    "content": "person: Alice\nfile: src/llm/client.rs\nperson: Bob\nplanet: Mars"
+                }}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}
+            })
+            .to_string(),
+        )
+    })
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let text = "Alice moved the retry logic into src/llm/client.rs.";
+    let m = add_with_llm(&data, &format!("{}/v1", server.url()), text);
+    assert_eq!(m["entities_by"], "llm", "{m}");
+    let names: Vec<(String, String)> = m["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().into(),
+                e["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(names.contains(&("person".into(), "Alice".into())), "{m}");
+    assert!(
+        names.contains(&("file".into(), "src/llm/client.rs".into())),
+        "{m}"
+    );
+    assert!(!names.iter().any(|(_, n)| n == "Bob" || n == "Mars"), "{m}");
+    // The graph: Alice's memories, and what they also mention.
+    let g = json(&run(
+        &data,
+        &["--json", "memory", "graph", "Alice", "--kind", "person"],
+    ));
+    assert_eq!(g[0]["node"], "ent:person:alice", "{g}");
+    assert_eq!(g[0]["memories"][0], m["id"], "{g}");
+    assert_eq!(g[0]["related"][0][0], "ent:file:src/llm/client.rs", "{g}");
+    // Bad input: unknown kind, nothing mentioning it, an empty name.
+    let out = run(&data, &["memory", "graph", "Alice", "--kind", "planet"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown entity kind"));
+    let out = run(&data, &["memory", "graph", "Carol"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no memory mentions Carol"));
+    let out = run(&data, &["memory", "graph", " "]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn llm_down_entities_come_from_the_rules_and_say_why() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let m = add_with_llm(
+        &tmp.path().join("data"),
+        &format!("http://127.0.0.1:{port}/v1"),
+        "Dr. Alice Stone wrote notes.md for project atlas.",
+    );
+    let by = m["entities_by"].as_str().unwrap();
+    assert!(by.starts_with("rules (llm failed"), "{m}");
+    let nodes: Vec<String> = m["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["kind"].as_str().unwrap(),
+                e["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for want in ["person:Alice Stone", "file:notes.md", "project:atlas"] {
+        assert!(nodes.contains(&want.to_string()), "{want} in {m}");
+    }
+}
+
+#[test]
+fn real_llm_names_entities_or_the_rules_do() {
+    let Ok(url) = std::env::var("NEURALCORE_TEST_LLM_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_LLM_URL is not set (see scripts/llm-server.sh)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let text = "Alice moved the retry logic into src/llm/client.rs for project neuralcore.";
+    let m = add_with_llm(&tmp.path().join("data"), &url, text);
+    eprintln!("{m}");
+    let by = m["entities_by"].as_str().unwrap();
+    assert!(by == "llm" || by.starts_with("rules (llm failed"), "{m}");
+    // Whatever named them, every entity is in the text.
+    for e in m["entities"].as_array().unwrap() {
+        let name = e["name"].as_str().unwrap().to_lowercase();
+        assert!(text.to_lowercase().contains(&name), "{e} in {m}");
+    }
+}

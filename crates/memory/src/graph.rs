@@ -27,6 +27,28 @@ pub enum EntityKind {
 }
 
 impl EntityKind {
+    /// Every kind.
+    pub const ALL: [EntityKind; 6] = [
+        EntityKind::Project,
+        EntityKind::File,
+        EntityKind::Agent,
+        EntityKind::Skill,
+        EntityKind::Person,
+        EntityKind::Concept,
+    ];
+
+    /// The kind named `name` (case-insensitive; `repository`/`repo` are projects,
+    /// `people` persons).
+    pub fn parse(name: &str) -> Option<EntityKind> {
+        let n = name.trim().to_lowercase();
+        let n = match n.as_str() {
+            "repo" | "repository" => "project",
+            "people" | "persons" => "person",
+            other => other.trim_end_matches('s'),
+        };
+        EntityKind::ALL.into_iter().find(|k| k.as_str() == n)
+    }
+
     /// Its name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -63,7 +85,8 @@ const FILE_EXT: &[&str] = &[
 const TITLES: &[&str] = &["mr", "mrs", "ms", "dr", "prof", "sir"];
 const PERSON_VERBS: &[&str] = &[
     "said", "says", "told", "asked", "wrote", "thinks", "likes", "loves", "wants", "went", "is",
-    "was", "has", "had", "prefers", "decided", "works", "lives",
+    "was", "has", "had", "prefers", "decided", "works", "lives", "moved", "uses", "used", "built",
+    "fixed", "added", "thinks", "believes", "knows", "met", "visited",
 ];
 /// Capitalised words that start sentences or questions and name nothing.
 const COMMON: &[&str] = &[
@@ -190,13 +213,9 @@ pub fn extract(text: &str) -> Vec<Entity> {
     out
 }
 
-/// Link a memory to the entities it mentions (MENTIONS relations); returns them.
-pub fn link_mentions(
-    store: &MemoryStore,
-    m: &Memory,
-    by: &str,
-    now_ms: u64,
-) -> MemResult<Vec<Entity>> {
+/// The entities a memory names, by rules: [`extract`] over its text, and its speaker
+/// (`speaker` metadata) as a person.
+pub fn rule_entities(m: &Memory) -> Vec<Entity> {
     let mut ents = extract(&m.text);
     if let Some(s) = m.metadata.get("speaker").and_then(|v| v.as_str()) {
         ents.push(Entity {
@@ -204,6 +223,36 @@ pub fn link_mentions(
             name: s.to_string(),
         });
     }
+    ents
+}
+
+/// An entity named `name` of `kind`, cleaned as the extractor cleans names; `None` when
+/// nothing of a name is left (under two characters, or over 80 bytes).
+pub fn entity(kind: EntityKind, name: &str) -> Option<Entity> {
+    let mut out = Vec::new();
+    add(&mut out, kind, name);
+    out.pop()
+}
+
+/// Link a memory to the entities its rules find (MENTIONS relations); returns them.
+pub fn link_mentions(
+    store: &MemoryStore,
+    m: &Memory,
+    by: &str,
+    now_ms: u64,
+) -> MemResult<Vec<Entity>> {
+    link_entities(store, m, rule_entities(m), by, now_ms)
+}
+
+/// Link a memory to `ents` (MENTIONS relations, one per entity node; a link that
+/// exists already is kept); returns them, one per node.
+pub fn link_entities(
+    store: &MemoryStore,
+    m: &Memory,
+    mut ents: Vec<Entity>,
+    by: &str,
+    now_ms: u64,
+) -> MemResult<Vec<Entity>> {
     ents.sort();
     ents.dedup_by(|a, b| a.node() == b.node());
     for e in &ents {
@@ -213,6 +262,48 @@ pub fn link_mentions(
         }
     }
     Ok(ents)
+}
+
+/// What the graph holds around an entity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Neighbourhood {
+    /// The entity's node id.
+    pub node: String,
+    /// The memories that mention it, oldest link first.
+    pub memories: Vec<String>,
+    /// Entities those memories also mention, with how many of them do, most first.
+    pub related: Vec<(String, usize)>,
+}
+
+/// The memories mentioning `node` (an entity node id, `ent:<kind>:<name>`) and the
+/// entities one hop away through them.
+pub fn neighbourhood(store: &MemoryStore, node: &str) -> MemResult<Neighbourhood> {
+    let mut out = Neighbourhood {
+        node: node.to_string(),
+        ..Default::default()
+    };
+    let mut rels: Vec<_> = store
+        .relations(node)?
+        .into_iter()
+        .filter(|r| r.kind == RelKind::Mentions && r.to == node)
+        .collect();
+    rels.sort_by_key(|r| r.at_ms);
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in rels {
+        if out.memories.contains(&r.from) {
+            continue;
+        }
+        for o in store.relations(&r.from)? {
+            if o.kind == RelKind::Mentions && o.from == r.from && o.to != node {
+                *counts.entry(o.to).or_default() += 1;
+            }
+        }
+        out.memories.push(r.from);
+    }
+    let mut related: Vec<(String, usize)> = counts.into_iter().collect();
+    related.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out.related = related;
+    Ok(out)
 }
 
 #[cfg(test)]
