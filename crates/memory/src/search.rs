@@ -86,6 +86,8 @@ struct Index {
     speaker: Vec<Option<u32>>,
     /// The speakers' names, lower case, split into words.
     speakers: Vec<Vec<String>>,
+    /// Positions of each project's memories.
+    by_project: HashMap<String, Vec<usize>>,
     lens: Vec<f32>,
     postings: HashMap<String, Vec<(u32, f32)>>,
     total_len: f64,
@@ -172,6 +174,10 @@ impl Index {
                 }
             });
         self.speaker.push(speaker);
+        self.by_project
+            .entry(m.scope.project.clone())
+            .or_default()
+            .push(i);
         self.pos.insert(m.id.clone(), i);
         self.ids.push(m.id.clone());
         self.memories.push(m);
@@ -367,29 +373,33 @@ impl MemorySearcher {
         let named = idx.named_speakers(query);
         let sw = opts.speaker_weight.clamp(0.0, 1.0);
         let cosines = |q: &[f32]| -> HashMap<usize, f32> {
-            let mut vs: HashMap<usize, f32> = HashMap::new();
-            for (i, m) in idx.memories.iter().enumerate() {
+            // Only the project's memories when the filter names one.
+            let all: Vec<usize>;
+            let pool: &[usize] = if f.project.is_empty() {
+                all = (0..idx.memories.len()).collect();
+                &all
+            } else {
+                idx.by_project.get(&f.project).map_or(&[], Vec::as_slice)
+            };
+            let mut vs: Vec<(usize, f32)> = Vec::with_capacity(pool.len());
+            for &i in pool {
+                let m = &idx.memories[i];
                 if !in_scope(m) {
                     continue;
                 }
                 if let Some(v) = &m.embedding {
                     if v.len() == q.len() {
-                        vs.insert(i, v.iter().zip(q).map(|(a, b)| a * b).sum());
+                        vs.push((i, v.iter().zip(q).map(|(a, b)| a * b).sum()));
                     }
                 }
             }
             // Keep the vector candidates that matter: the top of the cosine list.
             if vs.len() > 200 {
-                let mut all: Vec<(usize, f32)> = vs.into_iter().collect();
-                all.sort_by(|a, b| b.1.total_cmp(&a.1));
-                all.truncate(200);
-                vs = all.into_iter().collect();
+                vs.select_nth_unstable_by(199, |a, b| b.1.total_cmp(&a.1));
+                vs.truncate(200);
             }
             // Cosine is already on a fixed scale.
-            for v in vs.values_mut() {
-                *v = v.max(0.0);
-            }
-            vs
+            vs.into_iter().map(|(i, v)| (i, v.max(0.0))).collect()
         };
         let fuse = |vs: &HashMap<usize, f32>| -> HashMap<usize, f32> {
             let mut cands: HashMap<usize, f32> = HashMap::new();

@@ -102,6 +102,8 @@ struct Scratch {
     row: Vec<f32>,
     /// Attention scores of one head of one sequence, and their inverse row sums.
     att: Attn,
+    /// The activations of a narrow product, padded to a vector per feature.
+    pad: Vec<kernels::Padded>,
 }
 
 #[derive(Default)]
@@ -144,6 +146,10 @@ fn norm(vb: &VarBuilder<'_>, n: usize) -> candle_core::Result<(Vec<f32>, Vec<f32
 /// `dst = w · x` (`+=` with `accumulate`) for the `[rows, inp]` weight `w` and the
 /// feature-major `[inp, t]` activations `x`, through `gemm` (which reads the weights in
 /// place). `split` spreads the work over the thread pool.
+///
+/// A group of at most [`kernels::NARROW_MAX`] tokens (a query) goes through
+/// [`kernels::narrow_matmul`] instead, on one thread.
+#[allow(clippy::too_many_arguments)]
 fn linear(
     dst: &mut [f32],
     w: &[f32],
@@ -152,7 +158,12 @@ fn linear(
     t: usize,
     accumulate: bool,
     split: bool,
+    pad: &mut Vec<kernels::Padded>,
 ) {
+    if t <= kernels::NARROW_MAX && kernels::isa() != kernels::Isa::Portable {
+        kernels::narrow_matmul(dst, w, rows, x, t, accumulate, pad);
+        return;
+    }
     let inp = w.len() / rows;
     let par = if split {
         Parallelism::Rayon(0)
@@ -361,7 +372,9 @@ impl FastBert {
                     .collect()
             };
             let mut s = scratch[threads].lock().unwrap_or_else(|e| e.into_inner());
-            self.encode(&all, &mut ws.out[..total * h], &mut s, true);
+            // A query's few tokens: waking other threads would cost more than it saves.
+            let split = total > kernels::NARROW_MAX;
+            self.encode(&all, &mut ws.out[..total * h], &mut s, split);
         }
         Ok(&ws.out[..total * h])
     }
@@ -420,7 +433,7 @@ impl FastBert {
         let t = x.len() / h;
         // Query/key/value, feature-major like everything else.
         let qkv = take(&mut s.qkv, 3 * h * t);
-        linear(qkv, &l.wqkv, 3 * h, x, t, false, split);
+        linear(qkv, &l.wqkv, 3 * h, x, t, false, split, &mut s.pad);
         kernels::add_row_bias(qkv, t, &l.bqkv);
         // Attention, each head into its `head_dim` rows of `ctx`.
         let hd = self.head_dim;
@@ -438,17 +451,17 @@ impl FastBert {
         }
         let stats = take(&mut s.stats, 2 * t);
         // Output projection added onto the residual, then bias + layer norm.
-        linear(x, &l.wo, h, ctx, t, true, split);
+        linear(x, &l.wo, h, ctx, t, true, split, &mut s.pad);
         kernels::bias_layer_norm_cols(x, t, &l.bo, &l.ln1_g, &l.ln1_b, self.eps, stats);
         // Feed-forward.
         let inter = take(&mut s.inter, ni * t);
-        linear(inter, &l.w1, ni, x, t, false, split);
+        linear(inter, &l.w1, ni, x, t, false, split, &mut s.pad);
         match self.act {
             Activation::Gelu => kernels::bias_gelu_rows(inter, t, &l.b1),
             Activation::GeluTanh => kernels::bias_gelu_tanh_rows(inter, t, &l.b1),
             Activation::Relu => kernels::bias_relu_rows(inter, t, &l.b1),
         }
-        linear(x, &l.w2, h, inter, t, true, split);
+        linear(x, &l.w2, h, inter, t, true, split, &mut s.pad);
         kernels::bias_layer_norm_cols(x, t, &l.b2, &l.ln2_g, &l.ln2_b, self.eps, stats);
     }
 

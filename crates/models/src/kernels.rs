@@ -500,6 +500,132 @@ fn vfma(a: F16, b: F16, mut c: F16) -> F16 {
     c
 }
 
+/// Most tokens [`narrow_matmul`] takes: one vector of lanes.
+pub const NARROW_MAX: usize = 16;
+
+/// One feature of a narrow product's activations, padded to [`NARROW_MAX`] tokens.
+pub type Padded = [f32; NARROW_MAX];
+
+/// Rows of the weight matrix per block of [`narrow_matmul`].
+const NARROW_ROWS: usize = 4;
+/// Partial sums per row of [`narrow_matmul`] (by `k` mod this): with the rows, eight
+/// independent accumulators hide the FMA latency.
+const NARROW_K: usize = 2;
+
+multiversion!(
+    /// `dst = w · x` (`+=` with `accumulate`) for a row-major `[rows, inp]` weight `w`
+    /// and feature-major `[inp, t]` activations `x` of at most [`NARROW_MAX`] tokens;
+    /// `dst` is `[rows, t]`. A short query is a matrix this narrow: the weights are
+    /// streamed once, straight from where they are, with the activations (padded in
+    /// `pad`) held in cache, where a general product would first pack the weights.
+    /// Panics if `t` is 0 or over [`NARROW_MAX`] or a slice is short.
+    narrow_matmul => narrow_matmul_imp(
+        dst: &mut [f32],
+        w: &[f32],
+        rows: usize,
+        x: &[f32],
+        t: usize,
+        accumulate: bool,
+        pad: &mut Vec<Padded>
+    )
+);
+
+#[inline(always)]
+fn narrow_matmul_imp<const FMA: bool>(
+    dst: &mut [f32],
+    w: &[f32],
+    rows: usize,
+    x: &[f32],
+    t: usize,
+    accumulate: bool,
+    pad: &mut Vec<Padded>,
+) {
+    assert!((1..=NARROW_MAX).contains(&t), "narrow_matmul: {t} tokens");
+    assert!(
+        rows > 0 && w.len().is_multiple_of(rows),
+        "narrow_matmul: weight shape"
+    );
+    let inp = w.len() / rows;
+    assert!(x.len() >= inp * t, "narrow_matmul: activations too short");
+    assert!(dst.len() >= rows * t, "narrow_matmul: dst too small");
+    pad.clear();
+    pad.extend(x[..inp * t].chunks_exact(t).map(|f| {
+        let mut v = [0.0; NARROW_MAX];
+        v[..t].copy_from_slice(f);
+        v
+    }));
+    narrow_lanes::<FMA, NARROW_MAX>(dst, w, rows, &pad[..inp], t, accumulate);
+}
+
+/// [`narrow_matmul`] over the first `L` lanes of each padded feature.
+#[inline(always)]
+fn narrow_lanes<const FMA: bool, const L: usize>(
+    dst: &mut [f32],
+    w: &[f32],
+    rows: usize,
+    xp: &[Padded],
+    t: usize,
+    accumulate: bool,
+) {
+    let inp = xp.len();
+    let ku = inp / NARROW_K * NARROW_K;
+    let blocks = rows / NARROW_ROWS;
+    for b in 0..blocks {
+        let r0 = b * NARROW_ROWS;
+        let ws: [&[f32]; NARROW_ROWS] =
+            std::array::from_fn(|j| &w[(r0 + j) * inp..(r0 + j) * inp + ku]);
+        let mut acc = [[[0f32; L]; NARROW_K]; NARROW_ROWS];
+        for (c, xk) in xp[..ku].chunks_exact(NARROW_K).enumerate() {
+            let k = c * NARROW_K;
+            for j in 0..NARROW_ROWS {
+                let wk = &ws[j][k..k + NARROW_K];
+                for i in 0..NARROW_K {
+                    lanes_fma::<FMA, L>(wk[i], &xk[i], &mut acc[j][i]);
+                }
+            }
+        }
+        for (j, a) in acc.iter_mut().enumerate() {
+            let r = r0 + j;
+            for k in ku..inp {
+                lanes_fma::<FMA, L>(w[r * inp + k], &xp[k], &mut a[0]);
+            }
+            let mut sum = a[0];
+            for p in &a[1..] {
+                for l in 0..L {
+                    sum[l] += p[l];
+                }
+            }
+            store_row(&mut dst[r * t..(r + 1) * t], &sum, accumulate);
+        }
+    }
+    for r in blocks * NARROW_ROWS..rows {
+        let wr = &w[r * inp..(r + 1) * inp];
+        let mut acc = [0f32; L];
+        for (a, xv) in wr.iter().zip(xp) {
+            lanes_fma::<FMA, L>(*a, xv, &mut acc);
+        }
+        store_row(&mut dst[r * t..(r + 1) * t], &acc, accumulate);
+    }
+}
+
+/// `c += a · b` over the first `L` lanes of `b`, for a scalar `a`.
+#[inline(always)]
+fn lanes_fma<const FMA: bool, const L: usize>(a: f32, b: &Padded, c: &mut [f32; L]) {
+    for l in 0..L {
+        c[l] = fma::<FMA>(a, b[l], c[l]);
+    }
+}
+
+/// The first `d.len()` lanes of `acc` into `d` (added with `accumulate`).
+#[inline(always)]
+fn store_row<const L: usize>(d: &mut [f32], acc: &[f32; L], accumulate: bool) {
+    if accumulate {
+        d.iter_mut().zip(acc).for_each(|(d, a)| *d += a);
+    } else {
+        d.copy_from_slice(&acc[..d.len()]);
+    }
+}
+
 /// Scratch of [`attention`]: keys and values of one head, and transposed scores.
 #[derive(Default)]
 pub struct AttnScratch {
@@ -759,6 +885,43 @@ mod attn512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn narrow_matmul_matches_gemm() {
+        let mut pad = Vec::new();
+        for (rows, inp, t) in [
+            (19, 37, 1),
+            (8, 5, 16),
+            (45, 384, 12),
+            (3, 2, 7),
+            (9, 33, 15),
+            (13, 385, 16),
+        ] {
+            let w: Vec<f32> = (0..rows * inp)
+                .map(|i| ((i * 7919) % 101) as f32 * 0.01 - 0.5)
+                .collect();
+            let x: Vec<f32> = (0..inp * t)
+                .map(|i| ((i * 104_729) % 89) as f32 * 0.02 - 0.9)
+                .collect();
+            for accumulate in [false, true] {
+                let start: Vec<f32> = (0..rows * t).map(|i| i as f32 * 0.1).collect();
+                let mut want = start.clone();
+                matmul(
+                    &mut want,
+                    t,
+                    MatRef::rows(&w, rows, inp, inp),
+                    MatRef::rows(&x, inp, t, t),
+                    accumulate,
+                    Parallelism::None,
+                );
+                let mut got = start.clone();
+                narrow_matmul(&mut got, &w, rows, &x, t, accumulate, &mut pad);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "{g} vs {w}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn exp_is_within_2_ulp() {

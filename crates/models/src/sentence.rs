@@ -294,10 +294,13 @@ impl Embedder for SentenceEmbedder {
                 .iter()
                 .map(|&i| format!("{prefix}{}", texts[i]))
                 .collect();
-            let enc = self
-                .tokenizer
-                .encode_batch(batch, true)
-                .map_err(|e| ModelError::Inference(e.to_string()))?;
+            // One text (a query): encoded on this thread, no pool to wake.
+            let enc = if let [one] = &batch[..] {
+                self.tokenizer.encode(one.as_str(), true).map(|e| vec![e])
+            } else {
+                self.tokenizer.encode_batch(batch, true)
+            }
+            .map_err(|e| ModelError::Inference(e.to_string()))?;
             let seqs: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
             for (&i, v) in group.iter().zip(self.embed_batch(&seqs)?) {
                 out[i] = v;
