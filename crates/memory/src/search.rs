@@ -435,7 +435,8 @@ impl MemorySearcher {
         let cands = fuse(&vs);
         // Fresh records of the candidates (and of their relation partners).
         let mut scored: Vec<(usize, f32)> = cands.into_iter().collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        // Ties in index order, so equal scores rank the same way every time.
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate((opts.k * 10).max(100));
         let mut hits: Vec<MemHit> = Vec::new();
         let mut fresh: HashMap<String, Memory> = HashMap::new();
@@ -475,7 +476,11 @@ impl MemorySearcher {
         opts: &SearchOptions,
         now_ms: u64,
     ) -> MemResult<()> {
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.memory.id.cmp(&b.memory.id))
+        });
         let ids: Vec<String> = hits.iter().map(|h| h.memory.id.clone()).collect();
         let mut superseded_by: HashMap<String, String> = HashMap::new();
         let mut partial_of: HashMap<String, String> = HashMap::new();
@@ -564,7 +569,11 @@ impl MemorySearcher {
                 }
             }
         }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.memory.id.cmp(&b.memory.id))
+        });
         Ok(())
     }
 }
