@@ -361,18 +361,10 @@ impl MemorySearcher {
         let idx = self.index.read().expect("memory index lock");
         // Status, scope and kind come from the store (fresh); the index may lag.
         let mut kw = idx.bm25(query);
-        let in_scope = |m: &Memory| {
-            let f = &opts.filter;
-            (f.tenant.is_empty() || f.tenant == m.scope.tenant)
-                && (f.project.is_empty() || f.project == m.scope.project)
-                && (f.session.is_empty() || f.session == m.scope.session)
-        };
         by_max(&mut kw);
-        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
         let f = &opts.filter;
-        let named = idx.named_speakers(query);
-        let sw = opts.speaker_weight.clamp(0.0, 1.0);
-        let cosines = |q: &[f32]| -> HashMap<usize, f32> {
+        let mut vs: Vec<(usize, f32)> = Vec::new();
+        if let Some(q) = &qv {
             // Only the project's memories when the filter names one.
             let all: Vec<usize>;
             let pool: &[usize] = if f.project.is_empty() {
@@ -381,13 +373,9 @@ impl MemorySearcher {
             } else {
                 idx.by_project.get(&f.project).map_or(&[], Vec::as_slice)
             };
-            let mut vs: Vec<(usize, f32)> = Vec::with_capacity(pool.len());
             for &i in pool {
                 let m = &idx.memories[i];
-                if !in_scope(m) {
-                    continue;
-                }
-                if let Some(v) = &m.embedding {
+                if let Some(v) = m.embedding.as_ref().filter(|_| f.in_scope(m)) {
                     if v.len() == q.len() {
                         vs.push((i, v.iter().zip(q).map(|(a, b)| a * b).sum()));
                     }
@@ -398,41 +386,35 @@ impl MemorySearcher {
                 vs.select_nth_unstable_by(199, |a, b| b.1.total_cmp(&a.1));
                 vs.truncate(200);
             }
-            // Cosine is already on a fixed scale.
-            vs.into_iter().map(|(i, v)| (i, v.max(0.0))).collect()
-        };
-        let fuse = |vs: &HashMap<usize, f32>| -> HashMap<usize, f32> {
-            let mut cands: HashMap<usize, f32> = HashMap::new();
-            for (&i, &s) in &kw {
-                *cands.entry(i).or_default() += (1.0 - alpha) * s;
-            }
-            for (&i, &s) in vs {
-                *cands.entry(i).or_default() += alpha * s;
-            }
-            // Scope and kind never change: filter before cutting the list (status is
-            // checked on the fresh record below).
-            cands.retain(|&i, _| {
-                let m = &idx.memories[i];
-                (f.tenant.is_empty() || f.tenant == m.scope.tenant)
-                    && (f.project.is_empty() || f.project == m.scope.project)
-                    && (f.session.is_empty() || f.session == m.scope.session)
-                    && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
-            });
-            // A question about one person: what the others said counts less.
-            if !named.is_empty() && sw > 0.0 {
-                let present: HashSet<u32> = cands.keys().filter_map(|&i| idx.speaker[i]).collect();
-                if present.iter().any(|s| !named.contains(s)) {
-                    for (&i, s) in cands.iter_mut() {
-                        if idx.speaker[i].is_some_and(|p| !named.contains(&p)) {
-                            *s *= 1.0 - sw;
-                        }
+        }
+        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
+        let mut cands: HashMap<usize, f32> = HashMap::new();
+        for (&i, &s) in &kw {
+            *cands.entry(i).or_default() += (1.0 - alpha) * s;
+        }
+        // Cosine is already on a fixed scale.
+        for (i, s) in vs {
+            *cands.entry(i).or_default() += alpha * s.max(0.0);
+        }
+        // Scope and kind never change: filter before cutting the list (status is
+        // checked on the fresh record below).
+        cands.retain(|&i, _| {
+            let m = &idx.memories[i];
+            f.in_scope(m) && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
+        });
+        // A question about one person: what the others said counts less.
+        let named = idx.named_speakers(query);
+        let sw = opts.speaker_weight.clamp(0.0, 1.0);
+        if !named.is_empty() && sw > 0.0 {
+            let present: HashSet<u32> = cands.keys().filter_map(|&i| idx.speaker[i]).collect();
+            if present.iter().any(|s| !named.contains(s)) {
+                for (&i, s) in cands.iter_mut() {
+                    if idx.speaker[i].is_some_and(|p| !named.contains(&p)) {
+                        *s *= 1.0 - sw;
                     }
                 }
             }
-            cands
-        };
-        let vs = qv.as_deref().map(cosines).unwrap_or_default();
-        let cands = fuse(&vs);
+        }
         // Fresh records of the candidates (and of their relation partners).
         let mut scored: Vec<(usize, f32)> = cands.into_iter().collect();
         // Ties in index order, so equal scores rank the same way every time.

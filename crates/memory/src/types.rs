@@ -291,9 +291,15 @@ impl Filter {
             &self.statuses
         };
         statuses.contains(&m.status)
-            && (self.tenant.is_empty() || self.tenant == m.scope.tenant)
+            && self.in_scope(m)
+            && (self.kinds.is_empty() || self.kinds.contains(&m.kind))
+    }
+
+    /// Whether `m` is in the tenant, project and session asked for (status and kind
+    /// aside).
+    pub fn in_scope(&self, m: &Memory) -> bool {
+        (self.tenant.is_empty() || self.tenant == m.scope.tenant)
             && (self.project.is_empty() || self.project == m.scope.project)
             && (self.session.is_empty() || self.session == m.scope.session)
-            && (self.kinds.is_empty() || self.kinds.contains(&m.kind))
     }
 }

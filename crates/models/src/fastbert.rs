@@ -103,7 +103,7 @@ struct Scratch {
     /// Attention scores of one head of one sequence, and their inverse row sums.
     att: Attn,
     /// The activations of a narrow product, padded to a vector per feature.
-    pad: Vec<kernels::Padded>,
+    pad: Vec<kernels::F16>,
 }
 
 #[derive(Default)]
@@ -158,7 +158,7 @@ fn linear(
     t: usize,
     accumulate: bool,
     split: bool,
-    pad: &mut Vec<kernels::Padded>,
+    pad: &mut Vec<kernels::F16>,
 ) {
     if t <= kernels::NARROW_MAX && kernels::isa() != kernels::Isa::Portable {
         kernels::narrow_matmul(dst, w, rows, x, t, accumulate, pad);
