@@ -26,7 +26,7 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
 use crate::bert::BertConfig;
-use crate::kernels::{self, MatRef, Parallelism};
+use crate::kernels::{self, grow, MatRef, Parallelism};
 
 #[derive(Clone, Copy, Debug)]
 enum Activation {
@@ -103,7 +103,7 @@ struct Scratch {
     /// Attention scores of one head of one sequence, and their inverse row sums.
     att: Attn,
     /// The activations of a narrow product, padded to a vector per feature.
-    pad: Vec<kernels::F16>,
+    pad: Vec<kernels::Padded>,
 }
 
 #[derive(Default)]
@@ -112,14 +112,6 @@ struct Attn {
     inv_sums: Vec<f32>,
     /// Scratch of the fused kernel.
     fused: kernels::AttnScratch,
-}
-
-/// `v[..n]`, growing `v` first if needed (without copying: the contents are scratch).
-fn take(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-    if v.len() < n {
-        *v = vec![0.0; n];
-    }
-    &mut v[..n]
 }
 
 /// A group (the unit of work of one thread) is consecutive sequences with at least this
@@ -158,7 +150,7 @@ fn linear(
     t: usize,
     accumulate: bool,
     split: bool,
-    pad: &mut Vec<kernels::F16>,
+    pad: &mut Vec<kernels::Padded>,
 ) {
     if t <= kernels::NARROW_MAX && kernels::isa() != kernels::Isa::Portable {
         kernels::narrow_matmul(dst, w, rows, x, t, accumulate, pad);
@@ -335,7 +327,7 @@ impl FastBert {
         while ws.scratch.len() < threads + 1 {
             ws.scratch.push(Default::default());
         }
-        let out = take(&mut ws.out, total * h);
+        let out = grow(&mut ws.out, total * h);
         // Groups of consecutive sequences, each with its rows of the output.
         let mut groups: Vec<(Vec<Seq<'_>>, &mut [f32])> = Vec::new();
         let mut rest: &mut [f32] = out;
@@ -388,9 +380,9 @@ impl FastBert {
             return;
         }
         let mut x = std::mem::take(&mut s.x);
-        let xs = take(&mut x, h * t);
+        let xs = grow(&mut x, h * t);
         // Embeddings: word + type + position, written as columns, then layer norm.
-        let row = take(&mut s.row, h);
+        let row = grow(&mut s.row, h);
         for q in group {
             for (p, &id) in q.ids.iter().enumerate() {
                 let (id, ty) = (id as usize, q.types.map_or(0, |ty| ty[p] as usize));
@@ -406,7 +398,7 @@ impl FastBert {
                 }
             }
         }
-        let stats = take(&mut s.stats, 2 * t);
+        let stats = grow(&mut s.stats, 2 * t);
         kernels::bias_layer_norm_cols(
             xs,
             t,
@@ -432,12 +424,12 @@ impl FastBert {
         let (h, ni) = (self.hidden, self.inter);
         let t = x.len() / h;
         // Query/key/value, feature-major like everything else.
-        let qkv = take(&mut s.qkv, 3 * h * t);
+        let qkv = grow(&mut s.qkv, 3 * h * t);
         linear(qkv, &l.wqkv, 3 * h, x, t, false, split, &mut s.pad);
         kernels::add_row_bias(qkv, t, &l.bqkv);
         // Attention, each head into its `head_dim` rows of `ctx`.
         let hd = self.head_dim;
-        let ctx = take(&mut s.ctx, h * t);
+        let ctx = grow(&mut s.ctx, h * t);
         if split {
             ctx.par_chunks_mut(hd * t)
                 .enumerate()
@@ -449,12 +441,12 @@ impl FastBert {
                 self.attention_head(head, group, qkv, c, &mut s.att);
             }
         }
-        let stats = take(&mut s.stats, 2 * t);
+        let stats = grow(&mut s.stats, 2 * t);
         // Output projection added onto the residual, then bias + layer norm.
         linear(x, &l.wo, h, ctx, t, true, split, &mut s.pad);
         kernels::bias_layer_norm_cols(x, t, &l.bo, &l.ln1_g, &l.ln1_b, self.eps, stats);
         // Feed-forward.
-        let inter = take(&mut s.inter, ni * t);
+        let inter = grow(&mut s.inter, ni * t);
         linear(inter, &l.w1, ni, x, t, false, split, &mut s.pad);
         match self.act {
             Activation::Gelu => kernels::bias_gelu_rows(inter, t, &l.b1),
@@ -491,8 +483,8 @@ impl FastBert {
                 continue;
             }
             // Fallback: scores = q · kᵀ (`[n, n]`), softmax, then outᵀ = v · pᵀ.
-            let scores = take(&mut att.scores, n * n);
-            let inv = take(&mut att.inv_sums, n);
+            let scores = grow(&mut att.scores, n * n);
+            let inv = grow(&mut att.inv_sums, n);
             let qm = MatRef {
                 data: qs,
                 rows: n,

@@ -475,7 +475,7 @@ multiversion!(
 /// 16 lanes, as plain arrays: inside the `#[target_feature]` kernels below LLVM keeps
 /// each one in a single AVX-512 register (no `std::arch` intrinsics, which need a newer
 /// Rust than the workspace's minimum).
-pub type F16 = [f32; 16];
+type F16 = [f32; 16];
 
 /// # Safety
 /// `p .. p + 16` must be readable.
@@ -503,6 +503,9 @@ fn vfma(a: F16, b: F16, mut c: F16) -> F16 {
 /// Most tokens [`narrow_matmul`] takes: one vector of lanes.
 pub const NARROW_MAX: usize = 16;
 
+/// One feature of a narrow product's activations, padded to [`NARROW_MAX`] tokens.
+pub type Padded = [f32; NARROW_MAX];
+
 /// Rows of the weight matrix per block of [`narrow_matmul`].
 const NARROW_ROWS: usize = 4;
 /// Partial sums per row of [`narrow_matmul`] (by `k` mod this): with the rows, eight
@@ -513,9 +516,9 @@ multiversion!(
     /// `dst = w · x` (`+=` with `accumulate`) for a row-major `[rows, inp]` weight `w`
     /// and feature-major `[inp, t]` activations `x` of at most [`NARROW_MAX`] tokens;
     /// `dst` is `[rows, t]`. A short query is a matrix this narrow: the weights are
-    /// streamed once, straight from where they are, with the activations (one padded
-    /// vector per feature in `pad`) held in cache, where a general product would first
-    /// pack the weights. Panics if `t` is 0 or over [`NARROW_MAX`] or a slice is short.
+    /// streamed once, straight from where they are, with the activations (padded in
+    /// `pad`) held in cache, where a general product would first pack the weights.
+    /// Panics if `t` is 0 or over [`NARROW_MAX`] or a slice is short.
     narrow_matmul => narrow_matmul_imp(
         dst: &mut [f32],
         w: &[f32],
@@ -523,7 +526,7 @@ multiversion!(
         x: &[f32],
         t: usize,
         accumulate: bool,
-        pad: &mut Vec<F16>
+        pad: &mut Vec<Padded>
     )
 );
 
@@ -535,7 +538,7 @@ fn narrow_matmul_imp<const FMA: bool>(
     x: &[f32],
     t: usize,
     accumulate: bool,
-    pad: &mut Vec<F16>,
+    pad: &mut Vec<Padded>,
 ) {
     assert!((1..=NARROW_MAX).contains(&t), "narrow_matmul: {t} tokens");
     assert!(
@@ -547,35 +550,53 @@ fn narrow_matmul_imp<const FMA: bool>(
     assert!(dst.len() >= rows * t, "narrow_matmul: dst too small");
     pad.clear();
     pad.extend(x[..inp * t].chunks_exact(t).map(|f| {
-        let mut v = [0.0; 16];
+        let mut v = [0.0; NARROW_MAX];
         v[..t].copy_from_slice(f);
         v
     }));
-    let xp = &pad[..inp];
+    narrow_lanes::<FMA, NARROW_MAX>(dst, w, rows, &pad[..inp], t, accumulate);
+}
+
+/// [`narrow_matmul`] over the first `L` lanes of each padded feature.
+///
+/// Keep this shape (the lane count a const generic, one helper per FMA row): LLVM
+/// vectorizes it to one AVX-512 FMA per weight, while the same loops with the lanes
+/// written as a literal 16 compiled to code 15× slower (`nc-bench memory`'s
+/// `embed_query_p50_ms` went from 3.8 to 64 ms). Measure that after any change here.
+#[inline(always)]
+fn narrow_lanes<const FMA: bool, const L: usize>(
+    dst: &mut [f32],
+    w: &[f32],
+    rows: usize,
+    xp: &[Padded],
+    t: usize,
+    accumulate: bool,
+) {
+    let inp = xp.len();
     let ku = inp / NARROW_K * NARROW_K;
     let blocks = rows / NARROW_ROWS;
     for b in 0..blocks {
         let r0 = b * NARROW_ROWS;
         let ws: [&[f32]; NARROW_ROWS] =
             std::array::from_fn(|j| &w[(r0 + j) * inp..(r0 + j) * inp + ku]);
-        let mut acc = [[[0f32; 16]; NARROW_K]; NARROW_ROWS];
+        let mut acc = [[[0f32; L]; NARROW_K]; NARROW_ROWS];
         for (c, xk) in xp[..ku].chunks_exact(NARROW_K).enumerate() {
             let k = c * NARROW_K;
             for j in 0..NARROW_ROWS {
                 let wk = &ws[j][k..k + NARROW_K];
                 for i in 0..NARROW_K {
-                    scalar_fma::<FMA>(wk[i], &xk[i], &mut acc[j][i]);
+                    lanes_fma::<FMA, L>(wk[i], &xk[i], &mut acc[j][i]);
                 }
             }
         }
         for (j, a) in acc.iter_mut().enumerate() {
             let r = r0 + j;
             for k in ku..inp {
-                scalar_fma::<FMA>(w[r * inp + k], &xp[k], &mut a[0]);
+                lanes_fma::<FMA, L>(w[r * inp + k], &xp[k], &mut a[0]);
             }
             let mut sum = a[0];
             for p in &a[1..] {
-                for l in 0..16 {
+                for l in 0..L {
                     sum[l] += p[l];
                 }
             }
@@ -583,25 +604,26 @@ fn narrow_matmul_imp<const FMA: bool>(
         }
     }
     for r in blocks * NARROW_ROWS..rows {
-        let mut acc = [0f32; 16];
-        for (a, xv) in w[r * inp..(r + 1) * inp].iter().zip(xp) {
-            scalar_fma::<FMA>(*a, xv, &mut acc);
+        let wr = &w[r * inp..(r + 1) * inp];
+        let mut acc = [0f32; L];
+        for (a, xv) in wr.iter().zip(xp) {
+            lanes_fma::<FMA, L>(*a, xv, &mut acc);
         }
         store_row(&mut dst[r * t..(r + 1) * t], &acc, accumulate);
     }
 }
 
-/// `c += a · b` lane by lane, for a scalar `a`.
+/// `c += a · b` over the first `L` lanes of `b`, for a scalar `a`.
 #[inline(always)]
-fn scalar_fma<const FMA: bool>(a: f32, b: &F16, c: &mut F16) {
-    for l in 0..16 {
+fn lanes_fma<const FMA: bool, const L: usize>(a: f32, b: &Padded, c: &mut [f32; L]) {
+    for l in 0..L {
         c[l] = fma::<FMA>(a, b[l], c[l]);
     }
 }
 
 /// The first `d.len()` lanes of `acc` into `d` (added with `accumulate`).
 #[inline(always)]
-fn store_row(d: &mut [f32], acc: &F16, accumulate: bool) {
+fn store_row<const L: usize>(d: &mut [f32], acc: &[f32; L], accumulate: bool) {
     if accumulate {
         d.iter_mut().zip(acc).for_each(|(d, a)| *d += a);
     } else {
@@ -618,7 +640,8 @@ pub struct AttnScratch {
     st: Vec<f32>,
 }
 
-fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+/// The first `n` values of a scratch buffer, reallocated (zeroed) when it is shorter.
+pub(crate) fn grow(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     if v.len() < n {
         *v = vec![0.0; n];
     }
