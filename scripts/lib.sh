@@ -1,6 +1,16 @@
 # shellcheck shell=bash
-# Shared by the scripts that install and run the test servers (searxng.sh,
+# Shared by the scripts that install and run the test servers (test.sh, searxng.sh,
 # llm-server.sh, postgres.sh). Source it after defining `log`.
+
+# Install Debian packages with apt-get (through sudo unless root), updating the package
+# lists first only when the install fails without.
+apt_install() {
+    local sudo=""
+    if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+    $sudo apt-get install -y "$@" >/dev/null || {
+        $sudo apt-get update >/dev/null && $sudo apt-get install -y "$@" >/dev/null
+    }
+}
 
 # True when GET $1 answers with a 2xx within $2 seconds (curl, else Python).
 http_answers() {
@@ -25,11 +35,7 @@ make_venv() {
             # Debian's own python3 keeps venv (and its pip) in a separate package.
             log "python3 cannot make a venv: installing python3-venv with apt-get"
             rm -rf "$venv"
-            local sudo=""
-            if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
-            $sudo apt-get install -y python3-venv >/dev/null || {
-                $sudo apt-get update >/dev/null && $sudo apt-get install -y python3-venv >/dev/null
-            }
+            apt_install python3-venv
             python3 -m venv "$venv"
         fi
     fi

@@ -33,15 +33,18 @@ log() { echo "postgres: $*" >&2; }
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# The pginstall/bin folder of the venv's pgserver, or nothing when not installed.
-pg_bin() {
+# Sets PG_BIN to the pginstall/bin folder of the venv's pgserver (empty when not
+# installed). Asks Python only until it is found: the wait loop calls this often.
+PG_BIN=""
+find_pg_bin() {
     local py="$VENV/bin/python"
-    [[ -x "$py" ]] || return 0
-    "$py" - <<'EOF' 2>/dev/null || true
+    [[ -z "$PG_BIN" && -x "$py" ]] || return 0
+    PG_BIN="$("$py" - <<'EOF' 2>/dev/null || true
 import pathlib, pgserver
 p = pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin"
 print(p if (p / "pg_ctl").exists() else "")
 EOF
+)"
 }
 
 # Run a command as the data folder's owner: `postgres` when we are root, else ourselves.
@@ -55,10 +58,9 @@ as_owner() {
 
 # True when a PostgreSQL server (or, without pg_isready, anything) answers on the port.
 answers() {
-    local bin
-    bin="$(pg_bin)"
-    if [[ -n "$bin" && -x "$bin/pg_isready" ]]; then
-        "$bin/pg_isready" -q -h "$HOST" -p "$PORT" -t 2
+    find_pg_bin
+    if [[ -n "$PG_BIN" && -x "$PG_BIN/pg_isready" ]]; then
+        "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PORT" -t 2
     elif command -v pg_isready >/dev/null 2>&1; then
         pg_isready -q -h "$HOST" -p "$PORT" -t 2
     else
@@ -68,13 +70,15 @@ answers() {
 
 ensure_venv() {
     make_venv "$VENV"
-    if [[ -z "$(pg_bin)" ]]; then
+    find_pg_bin
+    if [[ -z "$PG_BIN" ]]; then
         log "installing pgserver (PostgreSQL 16 + pgvector binaries)"
         local start=$SECONDS
         "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pgserver >&2
         log "installed in $((SECONDS - start)) s"
+        find_pg_bin
     fi
-    if [[ -z "$(pg_bin)" ]]; then
+    if [[ -z "$PG_BIN" ]]; then
         log "pgserver installed but pginstall/bin/pg_ctl is missing"
         exit 1
     fi
@@ -113,8 +117,7 @@ start_server() {
     fi
     ensure_venv
     ensure_owner
-    local bin
-    bin="$(pg_bin)"
+    local bin="$PG_BIN"
     ensure_data "$bin"
     log "starting PostgreSQL on $HOST:$PORT (log: $LOG)"
     local start=$SECONDS
@@ -137,8 +140,8 @@ start_server() {
 }
 
 stop_server() {
-    local bin
-    bin="$(pg_bin)"
+    find_pg_bin
+    local bin="$PG_BIN"
     if [[ -z "$bin" || ! -f "$DATA/postmaster.pid" ]]; then
         log "no server running from $DATA"
         return

@@ -11,6 +11,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
 mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+log() { echo "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "cargo-nextest not found: installing it from crates.io" >&2
   cargo install cargo-nextest --locked
@@ -21,12 +25,8 @@ fi
 # something already answers there, with no persistence. Each test uses its own key prefix.
 REDIS_PORT="${NEURALCORE_TEST_REDIS_PORT:-6390}"
 if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found: installing it with apt-get" >&2
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  $SUDO apt-get install -y redis-server >/dev/null || {
-    $SUDO apt-get update >/dev/null && $SUDO apt-get install -y redis-server >/dev/null
-  }
+  log "redis-server not found: installing it with apt-get"
+  apt_install redis-server
 fi
 if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   REDIS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/neuralcore-redis.XXXXXX")"
