@@ -52,14 +52,11 @@ pub fn bench_reload(args: &[String]) -> Result<(), String> {
         ms.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let mut sorted = ms.clone();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    let pct =
-        |p: f64| sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1];
+    let pct = |p: f64| neuralcore_eval::percentile_nearest_rank(&ms, p);
     println!(
         "{}",
         json!({"bench": "agents-reload", "edits": n, "poll_ms": every_ms,
-               "p50_ms": pct(0.5), "max_ms": pct(1.0), "target_ms": 500})
+               "p50_ms": pct(50.0), "max_ms": pct(100.0), "target_ms": 500})
     );
     Ok(())
 }

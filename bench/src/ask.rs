@@ -93,13 +93,11 @@ pub fn bench_ask(args: &[String]) -> Result<(), String> {
             iterations += r.budget.iterations;
         }
     }
-    let pct = |v: &mut Vec<f64>, p: f64| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
-    };
+    let pct =
+        |v: &[f64], p: f64| neuralcore_eval::percentile_nearest_rank(v, p).unwrap_or(f64::NAN);
     let m = loop_ms.len();
-    let (lp50, lp95) = (pct(&mut loop_ms, 0.5), pct(&mut loop_ms, 0.95));
-    let (sp50, sp95) = (pct(&mut search_ms, 0.5), pct(&mut search_ms, 0.95));
+    let (lp50, lp95) = (pct(&loop_ms, 50.0), pct(&loop_ms, 95.0));
+    let (sp50, sp95) = (pct(&search_ms, 50.0), pct(&search_ms, 95.0));
     println!(
         "{}",
         serde_json::json!({

@@ -26,9 +26,9 @@ fn embedder(dir: &Option<PathBuf>) -> Result<Option<Arc<dyn neuralcore_core::Emb
     }
 }
 
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+/// Nearest-rank percentile `p` (0–100); `None` (JSON null) when nothing was timed.
+fn pct(v: &[f64], p: f64) -> Option<f64> {
+    neuralcore_eval::percentile_nearest_rank(v, p)
 }
 
 pub fn bench_memory(args: &[String]) -> Result<(), String> {
@@ -142,9 +142,9 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
             serde_json::json!({
                 "bench": "memory-search", "memories": news.len(), "questions": qs.len(),
                 "load_s": load_s, "model": model.is_some(),
-                "hybrid_p50_ms": pct(&mut ms, 0.5), "hybrid_p95_ms": pct(&mut ms, 0.95),
-                "bm25_only_p50_ms": pct(&mut kw, 0.5), "bm25_only_p95_ms": pct(&mut kw, 0.95),
-                "embed_query_p50_ms": pct(&mut emb_ms, 0.5),
+                "hybrid_p50_ms": pct(&ms, 50.0), "hybrid_p95_ms": pct(&ms, 95.0),
+                "bm25_only_p50_ms": pct(&kw, 50.0), "bm25_only_p95_ms": pct(&kw, 95.0),
+                "embed_query_p50_ms": pct(&emb_ms, 50.0),
             })
         );
     }

@@ -9,13 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use neuralcore_agents::crag::{FeatureModel, Features, QueryTerms};
+use neuralcore_agents::crag::{FeatureModel, Features};
+use neuralcore_agents::grader::{Evaluator, Grader};
 use neuralcore_agents::{AskOptions, Orchestrator, Switches};
 use neuralcore_core::{parse_doc_id, DocKey};
 use neuralcore_engine::{Engine, SearchOptions};
 use neuralcore_eval::{
-    answer_contains, load_hotpotqa, load_qa, load_squad2, render_side_by_side, score, BeirDataset,
-    Citation, QaOutcome, QaReport, QaSet,
+    answer_contains, load_qa_limited, load_squad2, qa_file, render_side_by_side, score,
+    BeirDataset, Citation, QaOutcome, QaReport, QaSet,
 };
 
 /// One configuration of the loop to evaluate.
@@ -112,16 +113,10 @@ pub fn external_ids(engine: &Engine, collection: &str) -> Result<HashMap<DocKey,
 
 /// Load a QA set: SQuAD 2.0 with an article range, HotpotQA with a question limit.
 pub fn load(path: &Path, articles: Option<&str>, limit: Option<usize>) -> Result<QaSet> {
-    let set = match articles {
-        Some(r) => load_squad2(&json_file(path)?, Some(parse_range(r)?))?,
-        None => match load_qa(path)? {
-            s if s.name.contains("hotpot") && limit.is_some() => {
-                load_hotpotqa(&json_file(path)?, limit)?
-            }
-            s => s,
-        },
+    let mut set = match articles {
+        Some(r) => load_squad2(&qa_file(path)?, Some(parse_range(r)?))?,
+        None => load_qa_limited(path, limit)?,
     };
-    let mut set = set;
     if let Some(n) = limit {
         set.questions.truncate(n);
     }
@@ -366,18 +361,7 @@ pub fn calibrate(
         )?;
         progress.finish();
         let store = engine.store();
-        let mut ext: HashMap<DocKey, Vec<String>> = HashMap::new();
-        for k in store.document_keys(&collection)? {
-            if let Some(d) = store.document(&collection, k)? {
-                ext.insert(
-                    k,
-                    d.provenance
-                        .iter()
-                        .filter_map(|p| p.external_id.clone())
-                        .collect(),
-                );
-            }
-        }
+        let ext = external_ids(engine, &collection)?;
         let limit = a.limit.unwrap_or(usize::MAX);
         for q in ds.queries.iter().take(limit) {
             let rel = ds.qrels_for(&q.id).cloned().unwrap_or_default();
@@ -430,31 +414,35 @@ pub fn calibrate(
                 .unwrap_or_default()
         );
     }
-    let cross = engine
-        .reranker_status()
-        .ok()
-        .filter(|_| engine.config().grade.evaluator != "features");
+    // The evaluator the loop's grader would use: its scores (cross-encoder) or its
+    // features (to fit the feature model).
+    let grader = Grader::new(engine, &collection);
+    let cross = matches!(grader.evaluator, Evaluator::Cross(_));
     let mut samples = Vec::new();
     for (qi, (q, cands)) in pairs.iter().enumerate() {
-        let terms = QueryTerms::new(engine, &collection, q)?;
         let keys: Vec<(DocKey, u32)> = cands.iter().map(|c| (c.0, c.1)).collect();
         let cos = engine
             .chunk_similarities(&collection, q, &keys)
             .unwrap_or_else(|_| vec![None; keys.len()]);
         let texts: Vec<&str> = cands.iter().map(|c| c.2.as_str()).collect();
-        let cross_scores = match &cross {
-            Some(r) => Some(
-                r.score(q, &texts)
-                    .map_err(|e| anyhow::anyhow!(e.to_string()))?,
-            ),
-            None => None,
+        let ranks: Vec<usize> = (0..texts.len()).collect();
+        let scored: Vec<(Features, Option<f32>)> = if cross {
+            grader
+                .score(q, &texts, &cos, &ranks)?
+                .into_iter()
+                .map(|s| (s.features, Some(s.score)))
+                .collect()
+        } else {
+            grader
+                .features(q, &texts, &cos, &ranks)?
+                .into_iter()
+                .map(|(f, _)| (f, None))
+                .collect()
         };
-        for (i, c) in cands.iter().enumerate() {
-            let (mut features, _) = Features::compute(engine, &collection, &terms, &c.2, cos[i])?;
-            features.rank = 1.0 / (1.0 + i as f32);
+        for ((features, cross), c) in scored.into_iter().zip(cands) {
             samples.push(Sample {
                 features,
-                cross: cross_scores.as_ref().map(|s| s[i]),
+                cross,
                 label: c.3,
                 question: qi,
             });
@@ -467,16 +455,15 @@ pub fn calibrate(
             samples.len()
         );
     }
-    let model = match &cross {
-        Some(_) => None,
-        None => Some(FeatureModel::fit(
+    let model = (!cross).then(|| {
+        FeatureModel::fit(
             &samples
                 .iter()
                 .map(|s| (s.features.to_vec(), s.label))
                 .collect::<Vec<_>>(),
             3000,
-        )),
-    };
+        )
+    });
     let scores: Vec<(f32, bool)> = samples
         .iter()
         .map(|s| {
@@ -538,11 +525,7 @@ pub fn calibrate(
         })
         .map(|r| r.t)
         .unwrap_or(0.0);
-    let evaluator = if cross.is_some() {
-        "cross-encoder"
-    } else {
-        "features"
-    };
+    let evaluator = if cross { "cross-encoder" } else { "features" };
     if json {
         println!(
             "{}",

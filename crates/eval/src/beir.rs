@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::EvalError;
+use crate::json::{json_kind, require_file, sample};
 
 /// Relevance judgments: query id → (corpus id → graded relevance score).
 ///
@@ -177,31 +178,6 @@ pub fn available_splits(dir: &Path) -> Result<Vec<String>, EvalError> {
     Ok(splits)
 }
 
-fn require_file(path: &Path) -> Result<(), EvalError> {
-    if path.is_file() {
-        Ok(())
-    } else {
-        Err(EvalError::MissingFile {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-/// Up to five ids, comma-separated, with "..." if there are more.
-fn sample(ids: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut s = ids
-        .iter()
-        .take(SHOWN)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if ids.len() > SHOWN {
-        s.push_str(", ...");
-    }
-    s
-}
-
 /// Calls `f(line_number, line)` for every non-blank line of `path` (1-based numbers, a
 /// leading UTF-8 BOM and trailing `\r` removed).
 fn for_each_line(
@@ -281,17 +257,6 @@ fn read_queries(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<Query>, E
         ));
     }
     Ok(queries)
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn read_qrels(path: &Path, warnings: &mut Vec<String>) -> Result<Qrels, EvalError> {

@@ -7,12 +7,19 @@ use serde_json::{Map, Value};
 
 use crate::error::EvalError;
 
-pub(crate) fn read_json(path: &Path) -> Result<Value, EvalError> {
-    if !path.is_file() {
-        return Err(EvalError::MissingFile {
+/// [`EvalError::MissingFile`] unless `path` is a file.
+pub(crate) fn require_file(path: &Path) -> Result<(), EvalError> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(EvalError::MissingFile {
             path: path.to_path_buf(),
-        });
+        })
     }
+}
+
+pub(crate) fn read_json(path: &Path) -> Result<Value, EvalError> {
+    require_file(path)?;
     let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
         path: path.to_path_buf(),
         source,
@@ -104,6 +111,7 @@ pub(crate) fn join(at: &str, key: &str) -> String {
     }
 }
 
+/// Up to five items, comma-separated, with "..." if there are more.
 /// Up to five items, comma-separated, with "..." if there are more.
 pub(crate) fn sample(items: &[String]) -> String {
     let mut s = items.iter().take(5).cloned().collect::<Vec<_>>().join(", ");

@@ -63,7 +63,7 @@ pub use metrics::{
     side_by_side, QueryMetrics, Summary,
 };
 pub use qa::{
-    answer_contains, citation_correct, load_hotpotqa, load_qa, load_squad2, normalize_answer,
-    render_side_by_side, score, split_sentences, write_corpus_jsonl, Citation, QaOutcome,
-    QaPassage, QaQuestion, QaReport, QaSet, Support, KNOWN_QA_FILES,
+    answer_contains, citation_correct, load_hotpotqa, load_qa, load_qa_limited, load_squad2,
+    normalize_answer, qa_file, render_side_by_side, score, split_sentences, write_corpus_jsonl,
+    Citation, QaOutcome, QaPassage, QaQuestion, QaReport, QaSet, Support, KNOWN_QA_FILES,
 };

@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 
 use crate::error::EvalError;
 use crate::json::{join, read_json, sample, Doc};
-use crate::metrics::percentile_nearest_rank;
+use crate::metrics::{mean, percentile_nearest_rank};
 
 /// The names of the LoCoMo question categories 1 to 5 (index `category - 1`), as in the
 /// dataset's documentation: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
@@ -660,10 +660,6 @@ impl Acc {
             latency_mean_ms: mean(&self.latencies),
         }
     }
-}
-
-fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// Scores memory-retrieval runs against the evidence of `set`.

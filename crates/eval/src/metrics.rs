@@ -308,6 +308,11 @@ pub(crate) fn render_table(names: &[&str], columns: &[(&str, Vec<String>)]) -> S
     out
 }
 
+/// The mean, or `None` of nothing.
+pub(crate) fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
 /// Nearest-rank percentile of `values` (any order; NaNs sort last).
 ///
 /// Definition: with the `n` values sorted ascending, the `p`-th percentile is the value at

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::error::EvalError;
 use crate::json::{join, json_kind, read_json, sample, Doc};
-use crate::metrics::percentile_nearest_rank;
+use crate::metrics::{mean, percentile_nearest_rank};
 
 /// A passage of a QA dataset: one SQuAD paragraph or one HotpotQA context paragraph.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -177,11 +177,16 @@ pub fn load_hotpotqa(path: &Path, limit: Option<usize>) -> Result<QaSet, EvalErr
 /// the JSON has neither shape, [`EvalError::MissingFile`] when `path` does not exist, and
 /// the errors of [`load_squad2`] / [`load_hotpotqa`].
 pub fn load_qa(path: &Path) -> Result<QaSet, EvalError> {
-    let file = if path.is_dir() {
-        find_qa_file(path)?
-    } else {
-        path.to_path_buf()
-    };
+    load_qa_limited(path, None)
+}
+
+/// [`load_qa`], keeping only the first `limit` questions of a HotpotQA file (SQuAD files
+/// are loaded whole: their selection is by article, see [`load_squad2`]).
+///
+/// # Errors
+/// As [`load_qa`].
+pub fn load_qa_limited(path: &Path, limit: Option<usize>) -> Result<QaSet, EvalError> {
+    let file = qa_file(path)?;
     let root = read_json(&file)?;
     let is_squad = root.get("data").is_some_and(Value::is_array);
     let is_hotpot = root.as_array().is_some_and(|items| {
@@ -192,7 +197,7 @@ pub fn load_qa(path: &Path) -> Result<QaSet, EvalError> {
     if is_squad {
         squad_from_value(&file, &root, None)
     } else if is_hotpot {
-        hotpot_from_value(&file, &root, None)
+        hotpot_from_value(&file, &root, limit)
     } else {
         Err(EvalError::UnknownFormat {
             path: file,
@@ -202,6 +207,19 @@ pub fn load_qa(path: &Path) -> Result<QaSet, EvalError> {
                 json_kind(&root)
             ),
         })
+    }
+}
+
+/// The QA file `path` names: `path` itself, or in a folder the file [`load_qa`] picks.
+///
+/// # Errors
+/// [`EvalError::UnknownFormat`] when the folder holds no or several candidate files,
+/// [`EvalError::Io`] when it cannot be read.
+pub fn qa_file(path: &Path) -> Result<PathBuf, EvalError> {
+    if path.is_dir() {
+        find_qa_file(path)
+    } else {
+        Ok(path.to_path_buf())
     }
 }
 
@@ -916,10 +934,6 @@ pub struct QaReport {
 
 fn ratio(num: usize, den: usize) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
-}
-
-fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// Scores `outcomes` against the gold data of `set`.
