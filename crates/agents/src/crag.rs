@@ -309,6 +309,48 @@ pub fn subject_of(title: &str) -> &str {
     }
 }
 
+/// Kept evidence as text: (document id, title, chunk text) of every verdict `keep`
+/// chooses whose chunk is in the store.
+pub fn kept_texts(
+    store: &dyn neuralcore_core::DocStore,
+    verdicts: &[Graded],
+    keep: impl Fn(&Graded) -> bool,
+) -> neuralcore_core::StoreResult<Vec<(String, String, String)>> {
+    let mut out = Vec::new();
+    for g in verdicts.iter().filter(|g| keep(g)) {
+        if let Some(k) = neuralcore_core::parse_doc_id(&g.doc) {
+            if let Some(c) = store.chunk(k, g.ordinal)? {
+                out.push((g.doc.clone(), g.title.clone(), c.text));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The title of kept evidence from another document that names `g`'s subject (at least
+/// four characters), and that subject: the link of a multi-hop question's bridge.
+pub fn linked_by<'a>(
+    kept: &'a [(String, String, String)],
+    g: &'a Graded,
+) -> Option<(&'a str, &'a str)> {
+    let subject = subject_of(&g.title);
+    if subject.chars().count() < 4 {
+        return None;
+    }
+    kept.iter()
+        .find(|(d, t, text)| d != &g.doc && t != &g.title && text.contains(subject))
+        .map(|(_, t, _)| (t.as_str(), subject))
+}
+
+/// The numbers in a text, thousands separators removed ("21,196 km" → "21196"): a
+/// sentence and its evidence, or two sources, that disagree on them contradict.
+pub fn numbers(text: &str) -> std::collections::HashSet<String> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .map(|t| t.trim_matches(['.', ',']).replace(',', ""))
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+        .collect()
+}
+
 /// Runs of white space collapsed to one space (answer sentences read as prose).
 pub fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

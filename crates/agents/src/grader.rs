@@ -109,16 +109,17 @@ impl<'a> Grader<'a> {
         }
     }
 
-    /// Score passages against `query`; `cosines` (same length, or empty) are the
-    /// embedding similarities when known, `ranks` (same length, or empty) the positions
-    /// in the retrieval list.
-    pub fn score(
+    /// The features of passages against `query` and each one's best sentence, without
+    /// a score (no model runs): for callers that read only those. `cosines` (same
+    /// length, or empty) are the embedding similarities when known, `ranks` (same
+    /// length, or empty) the positions in the retrieval list.
+    pub fn features(
         &self,
         query: &str,
         passages: &[&str],
         cosines: &[Option<f32>],
         ranks: &[usize],
-    ) -> Result<Vec<Scored>, EngineError> {
+    ) -> Result<Vec<(Features, usize)>, EngineError> {
         let q = QueryTerms::new(self.engine, self.collection, query)?;
         let mut out = Vec::with_capacity(passages.len());
         for (i, p) in passages.iter().enumerate() {
@@ -126,12 +127,28 @@ impl<'a> Grader<'a> {
             let (mut features, best_sentence) =
                 Features::compute(self.engine, self.collection, &q, p, cos)?;
             features.rank = ranks.get(i).map_or(0.0, |r| 1.0 / (1.0 + *r as f32));
-            out.push(Scored {
+            out.push((features, best_sentence));
+        }
+        Ok(out)
+    }
+
+    /// Score passages against `query` (arguments as for [`Grader::features`]).
+    pub fn score(
+        &self,
+        query: &str,
+        passages: &[&str],
+        cosines: &[Option<f32>],
+        ranks: &[usize],
+    ) -> Result<Vec<Scored>, EngineError> {
+        let mut out: Vec<Scored> = self
+            .features(query, passages, cosines, ranks)?
+            .into_iter()
+            .map(|(features, best_sentence)| Scored {
                 score: 0.0,
                 features,
                 best_sentence,
-            });
-        }
+            })
+            .collect();
         match &self.evaluator {
             Evaluator::Features(m) => {
                 for s in &mut out {

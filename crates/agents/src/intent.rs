@@ -1,7 +1,7 @@
 //! Recognising questions that need no retrieval (greetings, arithmetic, questions about
 //! the conversation), without a model.
 
-use crate::crag::Decision;
+use crate::crag::{collapse_ws, Decision};
 
 /// Questions that need no retrieval, recognised without a model.
 pub fn classify(query: &str) -> Option<Decision> {
@@ -95,7 +95,7 @@ fn normalize(q: &str) -> String {
         .trim_end_matches(['?', '!', '.', ' '])
         .trim_start_matches(['¿', '¡'])
         .to_lowercase();
-    t.split_whitespace().collect::<Vec<_>>().join(" ")
+    collapse_ws(&t)
 }
 
 /// The value of a question that is plain arithmetic ("what is 2 + 3 * 4", "7 divided by

@@ -2,7 +2,7 @@
 //! comparison, the relative clause of a multi-hop question, keyword variants), and the
 //! names a second hop can follow.
 
-use crate::crag::Plan;
+use crate::crag::{collapse_ws, Plan};
 
 /// Words that only shape a question.
 const FILLER: &[&str] = &[
@@ -29,7 +29,7 @@ pub fn plan(query: &str) -> Plan {
                 .split_whitespace()
                 .filter(|w| !["or", "and", "vs", "vs.", "versus", "with"].contains(w))
                 .collect();
-            queries.push(collapse(
+            queries.push(collapse_ws(
                 &sub.join(" ").replace(" ?", "?").replace(" ,", ","),
             ));
         }
@@ -75,10 +75,6 @@ pub fn plan(query: &str) -> Plan {
         aspects,
         reason,
     }
-}
-
-fn collapse(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The content words of a question (a keyword variant).

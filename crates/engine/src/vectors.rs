@@ -173,11 +173,7 @@ impl Engine {
         let q = self.query_vector(query)?;
         Ok(chunks
             .iter()
-            .map(|(d, o)| {
-                index
-                    .vector(*d, *o)
-                    .map(|v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
-            })
+            .map(|(d, o)| index.similarity(*d, *o, &q))
             .collect())
     }
 

@@ -705,13 +705,15 @@ impl VectorIndex {
         g.params.ef_search = ef.max(1);
     }
 
-    /// The stored vector of a chunk, if it has a live one.
-    pub fn vector(&self, doc: DocKey, ordinal: u32) -> Option<Vec<f32>> {
+    /// The dot product of a chunk's stored vector with `q` (its cosine, vectors being
+    /// unit length), if the chunk has a live vector of `q`'s length.
+    pub fn similarity(&self, doc: DocKey, ordinal: u32, q: &[f32]) -> Option<f32> {
         let g = self.graph.read().expect("vector index lock");
         let node = *g.live.get(&(doc, ordinal))? as usize;
         g.vectors
             .get(node * g.dim..(node + 1) * g.dim)
-            .map(<[f32]>::to_vec)
+            .filter(|v| v.len() == q.len())
+            .map(|v| dot(v, q))
     }
 
     /// Whether a chunk has a live vector.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use neuralcore_memory::backend::Update;
+use neuralcore_memory::backend::{apply_update, Update};
 use neuralcore_memory::{
     AuditEntry, Filter, MemResult, Memory, MemoryBackend, MemoryError, RelKind, Relation, Status,
 };
@@ -432,17 +432,9 @@ impl MemoryBackend for PgBackend {
                 .map_err(|e| self.err(e))?
                 .ok_or_else(|| MemoryError::NotFound(id.to_string()))?;
             let current = decode(&row)?;
-            let mut m = current.clone();
-            let entries = f(&mut m)?;
-            if m.id != id {
-                return Err(MemoryError::Invalid(format!(
-                    "an update cannot change a memory's id ({id} → {})",
-                    m.id
-                )));
-            }
-            if entries.is_empty() && m == current {
-                return Ok(m);
-            }
+            let (m, Some(entries)) = apply_update(id, &current, f)? else {
+                return Ok(current);
+            };
             let enc = self.encode(&m)?;
             tx.execute(&write, &enc.params()).map_err(|e| self.err(e))?;
             if !entries.is_empty() {

@@ -2,12 +2,34 @@
 //! relations. The trust rules live above, in [`crate::MemoryStore`], so backends cannot
 //! drift apart; [`crate::conformance`] checks each against the same suite.
 
-use crate::error::MemResult;
+use crate::error::{MemResult, MemoryError};
 use crate::types::{AuditEntry, Filter, Memory, RelKind, Relation};
 
 /// A change to one memory: edit it in place and return the audit entries that explain
 /// the change (written in the same transaction).
 pub type Update<'a> = &'a mut dyn FnMut(&mut Memory) -> MemResult<Vec<AuditEntry>>;
+
+/// The part of [`MemoryBackend::update`] every backend shares: apply `f` to a copy of
+/// `current` (memory `id`), refuse a changed id, and say whether anything is to be
+/// written (`None`: nothing changed and nothing to audit).
+pub fn apply_update(
+    id: &str,
+    current: &Memory,
+    f: Update<'_>,
+) -> MemResult<(Memory, Option<Vec<AuditEntry>>)> {
+    let mut m = current.clone();
+    let entries = f(&mut m)?;
+    if m.id != id {
+        return Err(MemoryError::Invalid(format!(
+            "an update cannot change a memory's id ({id} → {})",
+            m.id
+        )));
+    }
+    if entries.is_empty() && m == *current {
+        return Ok((m, None));
+    }
+    Ok((m, Some(entries)))
+}
 
 /// Storage of memories, audit entries and relations.
 pub trait MemoryBackend: Send + Sync {

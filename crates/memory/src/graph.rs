@@ -289,10 +289,8 @@ pub fn neighbourhood(store: &MemoryStore, node: &str) -> MemResult<Neighbourhood
         .collect();
     rels.sort_by_key(|r| r.at_ms);
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    // (memory, MENTIONS, node) is unique: each memory comes once.
     for r in rels {
-        if out.memories.contains(&r.from) {
-            continue;
-        }
         for o in store.relations(&r.from)? {
             if o.kind == RelKind::Mentions && o.from == r.from && o.to != node {
                 *counts.entry(o.to).or_default() += 1;

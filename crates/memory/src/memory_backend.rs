@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::backend::{MemoryBackend, Update};
+use crate::backend::{apply_update, MemoryBackend, Update};
 use crate::error::{MemResult, MemoryError};
 use crate::types::{AuditEntry, Filter, Memory, RelKind, Relation};
 
@@ -88,17 +88,9 @@ impl MemoryBackend for InMemoryBackend {
             .memories
             .get(id)
             .ok_or_else(|| MemoryError::NotFound(id.to_string()))?;
-        let mut m = current.clone();
-        let entries = f(&mut m)?;
-        if m.id != id {
-            return Err(MemoryError::Invalid(format!(
-                "an update cannot change a memory's id ({id} → {})",
-                m.id
-            )));
-        }
-        if entries.is_empty() && m == *current {
-            return Ok(m);
-        }
+        let (m, Some(entries)) = apply_update(id, current, f)? else {
+            return Ok(current.clone());
+        };
         g.memories.insert(id.to_string(), m.clone());
         g.audit.entry(id.to_string()).or_default().extend(entries);
         Ok(m)

@@ -22,7 +22,7 @@ use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::backend::{MemoryBackend, Update};
+use crate::backend::{apply_update, MemoryBackend, Update};
 use crate::error::{MemResult, MemoryError};
 use crate::types::{AuditEntry, Filter, Memory, RelKind, Relation};
 
@@ -318,17 +318,9 @@ impl MemoryBackend for RedbBackend {
                 Some(v) => from_json("memory", v.value())?,
                 None => return Err(MemoryError::NotFound(id.to_string())),
             };
-            let mut m = current.clone();
-            let entries = f(&mut m)?;
-            if m.id != id {
-                return Err(MemoryError::Invalid(format!(
-                    "an update cannot change a memory's id ({id} → {})",
-                    m.id
-                )));
-            }
-            if entries.is_empty() && m == current {
-                return Ok((m, false));
-            }
+            let (m, Some(entries)) = apply_update(id, &current, f)? else {
+                return Ok((current, false));
+            };
             mems.insert(id, to_json(&m)?.as_slice()).map_err(be)?;
             let mut log = txn.open_table(AUDIT).map_err(be)?;
             append_audit(&mut log, id, &entries)?;

@@ -79,8 +79,6 @@ pub struct MemHit {
 /// The in-memory index.
 #[derive(Default)]
 struct Index {
-    ids: Vec<String>,
-    pos: HashMap<String, usize>,
     memories: Vec<Memory>,
     /// Per memory, its speaker's position in `speakers`.
     speaker: Vec<Option<u32>>,
@@ -145,7 +143,7 @@ fn text_with_context(
 
 impl Index {
     fn push(&mut self, m: Memory) {
-        let i = self.ids.len();
+        let i = self.memories.len();
         let ts = terms(&indexed_text(&m));
         let mut tf: HashMap<&str, f32> = HashMap::new();
         for t in &ts {
@@ -178,8 +176,6 @@ impl Index {
             .entry(m.scope.project.clone())
             .or_default()
             .push(i);
-        self.pos.insert(m.id.clone(), i);
-        self.ids.push(m.id.clone());
         self.memories.push(m);
     }
 
@@ -197,8 +193,8 @@ impl Index {
 
     /// BM25 (k1 1.2, b 0.75) of every memory with a query term.
     fn bm25(&self, query: &str) -> HashMap<usize, f32> {
-        let n = self.ids.len() as f32;
-        let avg = (self.total_len / self.ids.len().max(1) as f64) as f32;
+        let n = self.memories.len() as f32;
+        let avg = (self.total_len / self.memories.len().max(1) as f64) as f32;
         let mut out: HashMap<usize, f32> = HashMap::new();
         let mut seen = HashSet::new();
         for t in terms(query) {
@@ -421,9 +417,10 @@ impl MemorySearcher {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate((opts.k * 10).max(100));
         let mut hits: Vec<MemHit> = Vec::new();
-        let mut fresh: HashMap<String, Memory> = HashMap::new();
+        // Status and trust of the hits, for the relation rules.
+        let mut fresh: HashMap<String, (Status, f64)> = HashMap::new();
         for (i, rel) in scored {
-            let id = &idx.ids[i];
+            let id = &idx.memories[i].id;
             let Some(m) = self.store.backend().get(id)? else {
                 continue;
             };
@@ -437,7 +434,7 @@ impl MemorySearcher {
             }
             let w = opts.trust_weight.clamp(0.0, 1.0);
             let score = rel * (1.0 - w + w * m.trust as f32);
-            fresh.insert(m.id.clone(), m.clone());
+            fresh.insert(m.id.clone(), (m.status, m.trust));
             hits.push(MemHit {
                 memory: m,
                 score,
@@ -454,7 +451,7 @@ impl MemorySearcher {
     fn apply_relations(
         &self,
         hits: &mut Vec<MemHit>,
-        fresh: &HashMap<String, Memory>,
+        fresh: &HashMap<String, (Status, f64)>,
         opts: &SearchOptions,
         now_ms: u64,
     ) -> MemResult<()> {
@@ -472,11 +469,11 @@ impl MemorySearcher {
                 match r.kind {
                     RelKind::Supersedes if &r.to == id => {
                         // Only an active successor hides it.
-                        let succ = match fresh.get(&r.from) {
-                            Some(m) => Some(m.clone()),
-                            None => self.store.backend().get(&r.from)?,
+                        let status = match fresh.get(&r.from) {
+                            Some(&(status, _)) => Some(status),
+                            None => self.store.backend().get(&r.from)?.map(|m| m.status),
                         };
-                        if succ.is_some_and(|s| s.status == Status::Active) {
+                        if status == Some(Status::Active) {
                             superseded_by.insert(id.clone(), r.from.clone());
                         }
                     }
@@ -531,7 +528,7 @@ impl MemorySearcher {
         for (x, y) in &contradicts {
             let trust_of = |id: &str| -> MemResult<Option<f64>> {
                 Ok(match fresh.get(id) {
-                    Some(m) => Some(m.trust),
+                    Some(&(_, trust)) => Some(trust),
                     None => self
                         .store
                         .backend()

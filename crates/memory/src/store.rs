@@ -90,6 +90,11 @@ pub fn memory_id(node: &str) -> Option<&str> {
     (id.len() == 16 && id.bytes().all(|c| c.is_ascii_hexdigit())).then_some(id)
 }
 
+/// A node as relations store it: a memory's bare id, any other node as given.
+fn node_id(node: &str) -> String {
+    memory_id(node).unwrap_or(node).to_string()
+}
+
 impl MemoryStore {
     /// A store over `backend` with trust settings `cfg`.
     pub fn new(backend: Arc<dyn MemoryBackend>, cfg: TrustConfig) -> MemResult<Self> {
@@ -382,12 +387,7 @@ impl MemoryStore {
         by: &str,
         now_ms: u64,
     ) -> MemResult<Relation> {
-        let norm = |n: &str| {
-            memory_id(n)
-                .map(str::to_string)
-                .unwrap_or_else(|| n.to_string())
-        };
-        let (from, to) = (norm(from), norm(to));
+        let (from, to) = (node_id(from), node_id(to));
         if from.is_empty() || to.is_empty() {
             return Err(MemoryError::Invalid("a relation needs two nodes".into()));
         }
@@ -465,20 +465,13 @@ impl MemoryStore {
 
     /// Remove a relation.
     pub fn unlink(&self, from: &str, kind: RelKind, to: &str) -> MemResult<bool> {
-        let norm = |n: &str| {
-            memory_id(n)
-                .map(str::to_string)
-                .unwrap_or_else(|| n.to_string())
-        };
-        self.backend.remove_relation(&norm(from), kind, &norm(to))
+        self.backend
+            .remove_relation(&node_id(from), kind, &node_id(to))
     }
 
     /// Relations at a node.
     pub fn relations(&self, node: &str) -> MemResult<Vec<Relation>> {
-        let n = memory_id(node)
-            .map(str::to_string)
-            .unwrap_or_else(|| node.to_string());
-        self.backend.relations(&n)
+        self.backend.relations(&node_id(node))
     }
 }
 

@@ -94,6 +94,17 @@ pub(crate) struct RedbMind {
 }
 
 impl RedbMind {
+    /// A write transaction. A run's keys are scratch: with `run_only` it commits
+    /// without waiting for the disk (redb stays consistent after a crash; the last such
+    /// commits may be rolled back). Global keys are durable at once.
+    fn begin_write(&self, run_only: bool) -> MindResult<redb::WriteTransaction> {
+        let mut txn = self.db.begin_write().map_err(be)?;
+        if run_only {
+            txn.set_durability(redb::Durability::Eventual);
+        }
+        Ok(txn)
+    }
+
     pub(crate) fn open(path: &Path, now_ms: u64) -> MindResult<RedbMind> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
@@ -175,13 +186,7 @@ impl RedbMind {
 impl RawMind for RedbMind {
     fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>> {
         let _w = self.write.lock().map_err(poisoned)?;
-        let mut txn = self.db.begin_write().map_err(be)?;
-        // A run's keys are scratch: commit them without waiting for the disk (redb stays
-        // consistent after a crash; the last such commits may be rolled back). Global
-        // keys are durable at once.
-        if puts.iter().all(|p| matches!(p.layer, Layer::Run(_))) {
-            txn.set_durability(redb::Durability::Eventual);
-        }
+        let txn = self.begin_write(puts.iter().all(|p| matches!(p.layer, Layer::Run(_))))?;
         let mut out = Vec::with_capacity(puts.len());
         let mut changes = Vec::new();
         {
@@ -277,10 +282,7 @@ impl RawMind for RedbMind {
     fn delete(&self, layer: &Layer, key: &str, now_ms: u64) -> MindResult<bool> {
         let _w = self.write.lock().map_err(poisoned)?;
         let full = format!("{}{key}", layer_prefix(layer));
-        let mut txn = self.db.begin_write().map_err(be)?;
-        if matches!(layer, Layer::Run(_)) {
-            txn.set_durability(redb::Durability::Eventual);
-        }
+        let txn = self.begin_write(matches!(layer, Layer::Run(_)))?;
         let was_live = {
             let mut t = txn.open_table(TABLE).map_err(be)?;
             let removed = t.remove(full.as_str()).map_err(be)?;
@@ -303,10 +305,7 @@ impl RawMind for RedbMind {
     fn drop_layer(&self, layer: &Layer, now_ms: u64) -> MindResult<usize> {
         let _w = self.write.lock().map_err(poisoned)?;
         let lp = layer_prefix(layer);
-        let mut txn = self.db.begin_write().map_err(be)?;
-        if matches!(layer, Layer::Run(_)) {
-            txn.set_durability(redb::Durability::Eventual);
-        }
+        let txn = self.begin_write(matches!(layer, Layer::Run(_)))?;
         let mut n = 0;
         {
             let mut t = txn.open_table(TABLE).map_err(be)?;

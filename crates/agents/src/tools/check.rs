@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use serde_json::json;
 
-use crate::crag::{latest, run_input, term_set, write_rounded, Answer, QueryTerms};
+use crate::crag::{latest, numbers, run_input, term_set, write_rounded, Answer, QueryTerms};
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
 /// Claim-support check.
@@ -42,7 +42,7 @@ impl Tool for CheckTool {
     }
 
     fn run(&self, ctx: &ToolContext<'_>) -> Result<Output, ToolError> {
-        let (_, collection, _, iteration) = run_input(ctx.mind)?;
+        let (_, collection, switches, iteration) = run_input(ctx.mind)?;
         let Some(mut a) = latest::<Answer>(ctx.mind, "answer")?.map(|r| r.data) else {
             return Ok(Output::skipped("no answer on the Mind"));
         };
@@ -54,7 +54,6 @@ impl Tool for CheckTool {
         let cross = engine.reranker_status().ok();
         // The LLM judge when the LLM evaluator is chosen (and time allows); the lexical or
         // cross-encoder check for any sentence it fails on.
-        let (_, _, switches, _) = run_input(ctx.mind)?;
         let judge = ctx.services.llm.as_deref().filter(|_| {
             engine.config().grade.evaluator == "llm" && !switches.skip_expensive
         });
@@ -134,19 +133,11 @@ impl Tool for CheckTool {
     }
 }
 
-/// The numbers in a text, thousands separators removed ("21,196 km" → "21196").
-fn numbers(text: &str) -> HashSet<String> {
-    text.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-        .map(|t| t.trim_matches(['.', ',']).replace(',', ""))
-        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
-        .collect()
-}
-
 crate::register_tool!(CheckTool);
 
 #[cfg(test)]
 mod tests {
-    use super::numbers;
+    use crate::crag::numbers;
 
     #[test]
     fn numbers_are_found_without_separators_or_sentence_ends() {

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use crate::crag::{
-    jaccard, latest, run_input, sentences, term_set, write_rounded, Answer, AnswerSentence,
+    collapse_ws, jaccard, latest, run_input, sentences, term_set, write_rounded, Answer, AnswerSentence,
     Citation, Decision, Plan, Reflection, Strip,
 };
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
@@ -407,7 +407,7 @@ pub fn parse_cited(text: &str, strips: &[Strip]) -> Answer {
             }
         }
         clean.push_str(rest);
-        let clean = clean.split_whitespace().collect::<Vec<_>>().join(" ");
+        let clean = collapse_ws(&clean);
         let clean = clean.replace(" .", ".").replace(" ,", ",");
         if clean.trim().is_empty() {
             continue;

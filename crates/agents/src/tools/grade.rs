@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use neuralcore_core::parse_doc_id;
 use serde_json::json;
 
-use crate::crag::{latest, run_input, write_rounded, Candidate, Graded, Verdict};
+use crate::crag::{
+    kept_texts, latest, linked_by, run_input, write_rounded, Candidate, Graded, Verdict,
+};
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -218,28 +220,15 @@ impl Tool for GradeTool {
         // document names (the bridge of a multi-hop question), is not rejected outright:
         // it goes to verification, which checks that link.
         if !switches.no_grade {
-            let mut kept_texts: Vec<(String, String, String)> = Vec::new();
-            for g in verdicts.iter().filter(|g| g.verdict == Verdict::Correct) {
-                if let Some(k) = parse_doc_id(&g.doc) {
-                    if let Some(c) = store.chunk(k, g.ordinal)? {
-                        kept_texts.push((g.doc.clone(), g.title.clone(), c.text));
-                    }
-                }
-            }
+            let kept = kept_texts(store, &verdicts, |g| g.verdict == Verdict::Correct)?;
             for g in verdicts
                 .iter_mut()
                 .filter(|g| g.verdict == Verdict::Incorrect && g.iteration == iteration)
             {
-                let subject = crate::crag::subject_of(&g.title);
-                if subject.chars().count() < 4 {
-                    continue;
-                }
-                if let Some((_, t, _)) = kept_texts
-                    .iter()
-                    .find(|(d, t, text)| d != &g.doc && t != &g.title && text.contains(subject))
-                {
+                if let Some((t, subject)) = linked_by(&kept, g) {
+                    let reason = format!("{}; but kept evidence from {t:?} names {subject:?}", g.reason);
                     g.verdict = Verdict::Ambiguous;
-                    g.reason = format!("{}; but kept evidence from {t:?} names {subject:?}", g.reason);
+                    g.reason = reason;
                     counts[1] += 1;
                     counts[2] = counts[2].saturating_sub(1);
                 }

@@ -7,13 +7,14 @@
 //! → VERIFIED (kept); contradicted (the same statement with other numbers) or
 //! unsupported → DROPPED, with the reason.
 
-use std::collections::HashSet;
 
 use neuralcore_core::parse_doc_id;
 use neuralcore_engine::{SearchMode, SearchOptions};
 use serde_json::json;
 
-use crate::crag::{latest, run_input, sentences, write_rounded, Graded, Verdict};
+use crate::crag::{
+    kept_texts, latest, linked_by, numbers, run_input, sentences, write_rounded, Graded, Verdict,
+};
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -40,14 +41,6 @@ impl Default for VerifyTool {
             cost: CostClass::Expensive,
         })
     }
-}
-
-/// Numbers in a text (for spotting a contradiction: the same statement, other figures).
-fn numbers(text: &str) -> HashSet<String> {
-    text.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-        .map(|t| t.trim_matches(['.', ',']).replace(',', ""))
-        .filter(|t| !t.is_empty() && t.chars().any(|c| c.is_ascii_digit()))
-        .collect()
 }
 
 impl Tool for VerifyTool {
@@ -102,14 +95,7 @@ impl Tool for VerifyTool {
         // Kept evidence of other documents, for links: a kept chunk that names this
         // chunk's subject (its document's title) vouches that it is on topic — the
         // bridge paragraph of a multi-hop question.
-        let mut kept_texts: Vec<(String, String, String)> = Vec::new();
-        for g in verdicts.iter().filter(|g| g.verdict.kept()) {
-            if let Some(k) = parse_doc_id(&g.doc) {
-                if let Some(c) = store.chunk(k, g.ordinal)? {
-                    kept_texts.push((g.doc.clone(), g.title.clone(), c.text));
-                }
-            }
-        }
+        let kept = kept_texts(store, &verdicts, |g| g.verdict.kept())?;
         let sides = crate::planner::comparison_sides(&question);
         let (mut verified, mut dropped) = (0, 0);
         for i in pending {
@@ -121,7 +107,7 @@ impl Tool for VerifyTool {
                 continue;
             };
             // The claim: the chunk's sentence that best answers the question.
-            let best = grader.score(&question, &[chunk.text.as_str()], &[], &[])?[0].best_sentence;
+            let best = grader.features(&question, &[chunk.text.as_str()], &[], &[])?[0].1;
             let claim = sentences(&chunk.text)
                 .get(best)
                 .map(|&(s, e)| chunk.text[s..e].to_string())
@@ -129,10 +115,7 @@ impl Tool for VerifyTool {
             let mut outcome: Option<(Verdict, String)> = None;
             let subject = crate::crag::subject_of(&g.title);
             if subject.chars().count() >= 4 {
-                if let Some((_, t, _)) = kept_texts
-                    .iter()
-                    .find(|(d, t, text)| d != &g.doc && t != &g.title && text.contains(subject))
-                {
+                if let Some((t, subject)) = linked_by(&kept, &g) {
                     outcome = Some((
                         Verdict::Verified,
                         format!("linked: kept evidence from {t:?} names {subject:?}"),
@@ -171,8 +154,9 @@ impl Tool for VerifyTool {
                     let Some(other) = store.chunk(h.doc, h.ordinal)? else {
                         continue;
                     };
-                    let agree = grader.score(&claim, &[other.text.as_str()], &[], &[])?.remove(0);
-                    if agree.features.best_window < AGREEMENT {
+                    let (agree, agree_sentence) =
+                        grader.features(&claim, &[other.text.as_str()], &[], &[])?.remove(0);
+                    if agree.best_window < AGREEMENT {
                         continue;
                     }
                     let on_topic = grader.score(&question, &[other.text.as_str()], &[], &[])?.remove(0);
@@ -180,7 +164,7 @@ impl Tool for VerifyTool {
                         continue;
                     }
                     let other_sent = sentences(&other.text)
-                        .get(agree.best_sentence)
+                        .get(agree_sentence)
                         .map(|&(s, e)| other.text[s..e].to_string())
                         .unwrap_or_default();
                     let (a, b) = (numbers(&claim), numbers(&other_sent));
@@ -199,7 +183,7 @@ impl Tool for VerifyTool {
                             Verdict::Verified,
                             format!(
                                 "corroborated by another document, {title:?} ({id}): agreement {:.2}",
-                                agree.features.best_window
+                                agree.best_window
                             ),
                         )
                     });
@@ -208,18 +192,18 @@ impl Tool for VerifyTool {
             }
             if outcome.is_none() && !web.is_empty() {
                 let refs: Vec<&str> = web.iter().map(|w| w.1.as_str()).collect();
-                let agree = grader.score(&claim, &refs, &[], &[])?;
-                if let Some((j, a)) = agree
+                let agree = grader.features(&claim, &refs, &[], &[])?;
+                if let Some((j, (a, _))) = agree
                     .iter()
                     .enumerate()
-                    .max_by(|x, y| x.1.features.best_window.total_cmp(&y.1.features.best_window))
+                    .max_by(|x, y| x.1 .0.best_window.total_cmp(&y.1 .0.best_window))
                 {
-                    if a.features.best_window >= AGREEMENT {
+                    if a.best_window >= AGREEMENT {
                         outcome = Some((
                             Verdict::Verified,
                             format!(
                                 "supported by the web: {} (agreement {:.2})",
-                                web[j].0, a.features.best_window
+                                web[j].0, a.best_window
                             ),
                         ));
                     }
