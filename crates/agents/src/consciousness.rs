@@ -79,55 +79,181 @@ const SESSION_TURNS: usize = 20;
 /// recent ones whole.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Session {
-    /// What the folded turns asked and answered, oldest first, one line each.
+    /// What the folded turns asked and answered, oldest first: one paragraph written by
+    /// the LLM (of the earlier summary and the turns it folded), or one line per turn
+    /// folded by the rules (`asked "Q"; answered: …`), which follow an LLM paragraph
+    /// when a later fold fell back to the rules.
     #[serde(default)]
     pub summary: Vec<String>,
     /// Recent turns: `{question, answer, abstained, method, run_id}`.
     #[serde(default)]
     pub turns: Vec<serde_json::Value>,
+    /// Who wrote the summary at the last fold: `llm`, or `rules: <why not the LLM>`
+    /// (empty before the first fold).
+    #[serde(default)]
+    pub summary_by: String,
+}
+
+/// What a summarizer is asked to fold (see [`Session::fold_with`]).
+#[derive(Debug, Clone)]
+pub struct Fold<'a> {
+    /// The summary so far.
+    pub summary: &'a [String],
+    /// The turns leaving the window, oldest first: (question, answer).
+    pub turns: Vec<(String, String)>,
+    /// Most tokens the new summary may take ([`summary_budget`]).
+    pub max_tokens: usize,
+}
+
+/// Tokens (as [`neuralcore_core::text::count_tokens`] counts them) an LLM-written
+/// summary may take: a quarter of the session's budget, at least 32.
+pub fn summary_budget(session_tokens: usize) -> usize {
+    (session_tokens / 4).max(32)
+}
+
+fn field<'a>(t: &'a serde_json::Value, k: &str) -> &'a str {
+    t.get(k).and_then(|v| v.as_str()).unwrap_or_default()
 }
 
 impl Session {
-    /// Read a stored session (an object, or a bare list of turns from before summaries).
+    /// Read a stored session: an object (a field of the wrong type reads as empty, so
+    /// the others survive), or a bare list of turns from before summaries. Anything else
+    /// is an empty session.
     pub fn from_value(v: serde_json::Value) -> Session {
+        use serde_json::Value;
+        let turns = |v: Option<Value>| match v {
+            Some(Value::Array(t)) => t.into_iter().filter(Value::is_object).collect(),
+            _ => Vec::new(),
+        };
         match v {
-            serde_json::Value::Array(turns) => Session {
-                summary: Vec::new(),
-                turns,
+            Value::Array(t) => Session {
+                turns: turns(Some(Value::Array(t))),
+                ..Default::default()
             },
-            v => serde_json::from_value(v).unwrap_or_default(),
+            Value::Object(mut o) => Session {
+                summary: match o.remove("summary") {
+                    Some(Value::Array(lines)) => lines
+                        .into_iter()
+                        .filter_map(|l| l.as_str().map(str::to_string))
+                        .collect(),
+                    Some(Value::String(l)) if !l.trim().is_empty() => vec![l],
+                    _ => Vec::new(),
+                },
+                turns: turns(o.remove("turns")),
+                summary_by: o
+                    .remove("summary_by")
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            },
+            _ => Session::default(),
         }
+    }
+
+    /// How many of the oldest turns to fold: while the turns take more than `budget`
+    /// tokens (or there are more than the turn cap); the last two always stay whole.
+    fn to_fold(&self, budget: usize) -> usize {
+        let tokens = |t: &serde_json::Value| {
+            ["question", "answer"]
+                .iter()
+                .map(|k| neuralcore_core::text::count_tokens(field(t, k)))
+                .sum::<usize>()
+        };
+        let mut left: usize = self.turns.iter().map(tokens).sum();
+        let mut n = 0;
+        while self.turns.len() - n > 2 && (self.turns.len() - n > SESSION_TURNS || left > budget) {
+            left -= tokens(&self.turns[n]);
+            n += 1;
+        }
+        n
+    }
+
+    /// Fold the oldest turns into the summary by the rules (see [`Session::fold_with`]).
+    pub fn fold(&mut self, budget: usize) -> usize {
+        self.fold_with(budget, |_| Err("no LLM is configured".into()))
     }
 
     /// Fold the oldest turns into the summary while the turns take more than `budget`
     /// tokens (or there are more than the turn cap); the last two always stay whole.
-    pub fn fold(&mut self, budget: usize) {
-        let tokens = |t: &serde_json::Value| {
-            ["question", "answer"]
+    /// Returns how many turns were folded.
+    ///
+    /// `summarize` (called only when there is something to fold) writes the new summary
+    /// from the old one and the folded turns; its text, cut to whole sentences within
+    /// [`summary_budget`], replaces the summary. When it fails, or its text is empty or
+    /// has no sentence end within the budget, the rules fold the turns instead: one line
+    /// each, the question and the start of the answer, so no turn is lost. `summary_by`
+    /// says which, and why not the LLM.
+    pub fn fold_with(
+        &mut self,
+        budget: usize,
+        summarize: impl FnOnce(&Fold<'_>) -> Result<String, String>,
+    ) -> usize {
+        let n = self.to_fold(budget);
+        if n == 0 {
+            return 0;
+        }
+        let folded: Vec<serde_json::Value> = self.turns.drain(..n).collect();
+        let fold = Fold {
+            summary: &self.summary,
+            turns: folded
                 .iter()
-                .filter_map(|k| t.get(*k).and_then(|v| v.as_str()))
-                .map(neuralcore_core::text::count_tokens)
-                .sum::<usize>()
+                .map(|t| (field(t, "question").into(), field(t, "answer").into()))
+                .collect(),
+            max_tokens: summary_budget(budget),
         };
-        while self.turns.len() > 2
-            && (self.turns.len() > SESSION_TURNS
-                || self.turns.iter().map(tokens).sum::<usize>() > budget)
-        {
-            let t = self.turns.remove(0);
-            let field = |k: &str| t.get(k).and_then(|v| v.as_str()).unwrap_or_default();
-            let answer: String = field("answer")
-                .split_whitespace()
-                .take(20)
-                .collect::<Vec<_>>()
-                .join(" ");
-            self.summary
-                .push(format!("asked {:?}; answered: {answer}", field("question")));
+        match summarize(&fold).and_then(|text| fit_summary(&text, fold.max_tokens)) {
+            Ok(text) => {
+                self.summary = vec![text];
+                self.summary_by = "llm".into();
+            }
+            Err(why) => {
+                for t in &folded {
+                    let answer: String = field(t, "answer")
+                        .split_whitespace()
+                        .take(20)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    self.summary.push(format!(
+                        "asked {:?}; answered: {answer}",
+                        field(t, "question")
+                    ));
+                }
+                self.summary_by = format!("rules: {why}");
+                // The summary has a budget too: the oldest lines go first.
+                while self.summary.len() > 2 * SESSION_TURNS {
+                    self.summary.remove(0);
+                }
+            }
         }
-        // The summary has a budget too: the oldest lines go first.
-        while self.summary.len() > 2 * SESSION_TURNS {
-            self.summary.remove(0);
-        }
+        n
     }
+}
+
+/// A written summary on one line, within `max` tokens: whole, or cut after its last
+/// sentence that fits; an empty text, or one whose first sentence is already over, is
+/// an `Err`.
+fn fit_summary(text: &str, max: usize) -> Result<String, String> {
+    use neuralcore_core::text::count_tokens;
+    let text = crate::crag::collapse_ws(text);
+    if text.is_empty() {
+        return Err("the LLM's summary is empty".into());
+    }
+    let n = count_tokens(&text);
+    if n <= max {
+        return Ok(text);
+    }
+    let end = neuralcore_ingest::sentence_spans(&text, usize::MAX)
+        .into_iter()
+        .map(|(_, e)| e)
+        .take_while(|e| count_tokens(&text[..*e]) <= max)
+        .last()
+        .unwrap_or(0);
+    let kept = text[..end].trim();
+    if kept.is_empty() || !kept.ends_with(['.', '!', '?', '"', ')']) {
+        return Err(format!(
+            "the LLM's summary is {n} tokens, over the budget of {max}, with no sentence end within it"
+        ));
+    }
+    Ok(kept.to_string())
 }
 
 /// The Mind key of a session, or why the id cannot be one.
@@ -706,8 +832,39 @@ impl Orchestrator {
                 "method": answer.method,
                 "run_id": run_id,
             }));
+            // Short-term memory: past its budget the oldest turns are folded into the
+            // summary, by the LLM when there is one and the run's budgets allow (its
+            // tokens count in the run's cost), else by the rules.
             let budget = self.services.engine.config().memory.session_tokens;
-            session.fold(budget);
+            let llm = self.services.llm.as_deref();
+            let folded = session.fold_with(budget, |f| {
+                let client = llm.ok_or("no LLM is configured")?;
+                if switches.skip_expensive || short_of_time(0.2) {
+                    return Err("the deadline is short, the LLM was skipped".into());
+                }
+                let need = crate::llm_judge::summary_need(f.summary, &f.turns, f.max_tokens);
+                if let Some(left) = max_tokens.map(|m| m.saturating_sub(cost.tokens)) {
+                    if need > left {
+                        return Err(format!(
+                            "the LLM budget is spent (the summary needs about {need} tokens, {left} left)"
+                        ));
+                    }
+                }
+                if max_cost.is_some_and(|m| cost.usd >= m) {
+                    return Err("the LLM cost budget is spent".into());
+                }
+                let (r, spent) =
+                    crate::llm_judge::summarize(client, f.summary, &f.turns, f.max_tokens);
+                cost.tokens += spent.tokens;
+                cost.usd += spent.usd;
+                r
+            });
+            if folded > 0 {
+                decisions.push(format!(
+                    "session: {folded} old turn(s) folded into the summary, by {}",
+                    session.summary_by
+                ));
+            }
             self.mind.global().write(k, json!(session), me, None)?;
         }
         // The configurable rule that writes long-term memories from a session: every

@@ -229,17 +229,26 @@ fn direct(
             .and_then(|e| serde_json::from_value(e.value).ok())
             .unwrap_or_default();
         let overview = q.contains("summar") || q.contains("talked about") || q.contains("talking about");
+        // A summary line is one turn folded by the rules (`asked "Q"; answered: …`) or a
+        // paragraph the LLM wrote about several.
+        let told = |l: &str| {
+            if l.starts_with("asked ") {
+                format!("you {l}")
+            } else {
+                format!("in summary: {l}")
+            }
+        };
         let text = match turns.last() {
             _ if overview && (!turns.is_empty() || !summary.is_empty()) => {
-                let mut lines: Vec<String> = summary.clone();
+                let mut lines: Vec<String> = summary.iter().map(|l| told(l)).collect();
                 for t in &turns {
                     lines.push(format!(
-                        "asked {:?}; answered: {}",
+                        "you asked {:?}; answered: {}",
                         field(t, "question").unwrap_or_default(),
                         field(t, "answer").unwrap_or_default()
                     ));
                 }
-                format!("So far you {}", lines.join("; then you "))
+                format!("So far {}", lines.join("; then "))
             }
             None => "There is no earlier turn in this conversation (use a session to keep one: \
                      `ask --session NAME`)."
@@ -249,7 +258,10 @@ fn direct(
                 None => "I gave no answer before.".to_string(),
             },
             Some(_) if q.contains("first") => match (summary.first(), turns.first()) {
-                (Some(l), _) => format!("Your first turn (summarized): you {l}"),
+                (Some(l), _) if l.starts_with("asked ") => {
+                    format!("Your first turn (summarized): you {l}")
+                }
+                (Some(l), _) => format!("Your first turns (summarized): {l}"),
                 (None, Some(f)) => match field(f, "question") {
                     Some(f) => format!("Your first question was: {f}"),
                     None => "There is no earlier question.".to_string(),
