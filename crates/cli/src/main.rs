@@ -304,7 +304,12 @@ enum EvalCommand {
     /// Every turn becomes an episode memory (speaker, session date, scoped to its
     /// conversation); every QA item searches its conversation. Reports recall@5/10 of
     /// the evidence turns per category (5, adversarial, on its own line), side by side
-    /// with plain BM25 and plain vector search over the same memories, and latency.
+    /// with the fused ranking before reranking, plain BM25 and plain vector search
+    /// over the same memories, and latency.
+    ///
+    /// With --fit, the memory reranker is first fitted to the questions of other
+    /// conversations, its weights printed (a `rerank_weights` line for [memory]), and
+    /// used for the `memory` row.
     Locomo {
         /// The data set (../shared/data/locomo).
         path: PathBuf,
@@ -317,6 +322,10 @@ enum EvalCommand {
         /// Write one JSON line per question and system to this file.
         #[arg(long)]
         per_question: Option<PathBuf>,
+        /// Fit the memory reranker on these conversations first, e.g. 1-2 (keep them
+        /// apart from --conversations for a held-out figure).
+        #[arg(long)]
+        fit: Option<String>,
     },
     /// Evaluate answers: SQuAD 2.0 or HotpotQA (a file, or a folder holding one).
     ///
@@ -711,6 +720,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     conversations,
                     k,
                     per_question,
+                    fit,
                 },
         } => {
             let engine = open(g, load_config(g)?)?;
@@ -723,6 +733,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     conversations,
                     k,
                     per_question,
+                    fit,
                 },
             )?;
             Ok(ExitCode::SUCCESS)

@@ -526,33 +526,20 @@ pub struct LocomoArgs {
     pub conversations: Option<String>,
     pub k: usize,
     pub per_question: Option<std::path::PathBuf>,
+    pub fit: Option<String>,
 }
 
-/// `eval locomo`: every turn of LoCoMo conversations becomes an episode memory (speaker,
-/// session date); each QA item with evidence searches its conversation's memories; the
-/// evidence turns' recall@10 is reported per category, side by side with plain BM25 and
-/// plain vector search over the same memories.
-pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> Result<()> {
-    use std::io::Write;
-    let range = match &a.conversations {
-        Some(r) => Some(crate::qa::parse_range(r)?),
-        None => None,
+/// Every turn of `set` as an episode memory: speaker, turn id, the turn it answers
+/// (`context`) and the reply (`followup`) as metadata, scoped to its conversation
+/// (project) and session.
+fn turn_memories<'a>(
+    turns: impl Iterator<Item = &'a neuralcore_eval::locomo::Turn>,
+) -> Vec<NewMemory> {
+    let turns: Vec<_> = turns.collect();
+    let same = |a: &neuralcore_eval::locomo::Turn, b: &neuralcore_eval::locomo::Turn| {
+        a.conversation == b.conversation && a.session == b.session
     };
-    let path = crate::qa::json_file(&a.path)?;
-    let set = neuralcore_eval::load_locomo(&path, range)?;
-    let store = Arc::new(MemoryStore::new(
-        Arc::new(neuralcore_memory::InMemoryBackend::new()),
-        engine.config().memory.trust(),
-    )?);
-    let embedder = engine.embedder();
-    if embedder.is_none() && !quiet {
-        eprintln!("note: no embedding model: the vector rows are empty (neuralcore models pull)");
-    }
-    let searcher = MemorySearcher::new(store, embedder);
-    let now = now_ms();
-    let t0 = std::time::Instant::now();
-    let mut news: Vec<NewMemory> = set
-        .turns
+    turns
         .iter()
         .enumerate()
         .map(|(i, t)| {
@@ -560,21 +547,13 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
             metadata.insert("speaker".to_string(), serde_json::json!(t.speaker));
             metadata.insert("dia_id".to_string(), serde_json::json!(t.dia_id));
             // The turn it answers, as context for search.
-            if let Some(p) = i
-                .checked_sub(1)
-                .map(|j| &set.turns[j])
-                .filter(|p| p.conversation == t.conversation && p.session == t.session)
-            {
+            if let Some(p) = i.checked_sub(1).map(|j| turns[j]).filter(|p| same(p, t)) {
                 metadata.insert(
                     "context".to_string(),
                     serde_json::json!(format!("{}: {}", p.speaker, p.text)),
                 );
             }
-            if let Some(n) = set
-                .turns
-                .get(i + 1)
-                .filter(|n| n.conversation == t.conversation && n.session == t.session)
-            {
+            if let Some(n) = turns.get(i + 1).filter(|n| same(n, t)) {
                 metadata.insert(
                     "followup".to_string(),
                     serde_json::json!(format!("{}: {}", n.speaker, n.text)),
@@ -595,7 +574,62 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                 embedding: None,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// `eval locomo`: every turn of LoCoMo conversations becomes an episode memory (speaker,
+/// session date); each QA item with evidence searches its conversation's memories; the
+/// evidence turns' recall@10 is reported per category, side by side with the fused
+/// ranking before reranking, plain BM25 and plain vector search over the same memories.
+/// With `--fit`, the reranker is first fitted to the questions of those conversations.
+pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> Result<()> {
+    use std::io::Write;
+    let range = match &a.conversations {
+        Some(r) => Some(crate::qa::parse_range(r)?),
+        None => None,
+    };
+    let path = crate::qa::json_file(&a.path)?;
+    let set = neuralcore_eval::load_locomo(&path, range)?;
+    let fit_set = match &a.fit {
+        Some(r) => Some(neuralcore_eval::load_locomo(
+            &path,
+            Some(crate::qa::parse_range(r)?),
+        )?),
+        None => None,
+    };
+    let evaluated: std::collections::HashSet<&str> = set.conversations().into_iter().collect();
+    if let Some(fs) = &fit_set {
+        let both: Vec<&str> = fs
+            .conversations()
+            .into_iter()
+            .filter(|c| evaluated.contains(c))
+            .collect();
+        if !both.is_empty() && !quiet {
+            eprintln!(
+                "note: fitting on conversations that are also evaluated ({}): those figures are not held out",
+                both.join(", ")
+            );
+        }
+    }
+    let store = Arc::new(MemoryStore::new(
+        Arc::new(neuralcore_memory::InMemoryBackend::new()),
+        engine.config().memory.trust(),
+    )?);
+    let embedder = engine.embedder();
+    if embedder.is_none() && !quiet {
+        eprintln!("note: no embedding model: memory search is keyword-only and the vector row is left out (neuralcore models pull)");
+    }
+    let searcher = MemorySearcher::new(store, embedder);
+    let now = now_ms();
+    let t0 = std::time::Instant::now();
+    // The evaluated conversations, then those only fitted on.
+    let turns = set.turns.iter().chain(
+        fit_set
+            .iter()
+            .flat_map(|fs| fs.turns.iter())
+            .filter(|t| !evaluated.contains(t.conversation.as_str())),
+    );
+    let mut news = turn_memories(turns);
     let mems = searcher.add_many(&mut news, "eval", now)?;
     let dia: std::collections::HashMap<String, String> = mems
         .iter()
@@ -615,23 +649,89 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         eprintln!(
             "{} turns of {} conversations stored as memories in {:.1} s",
             mems.len(),
-            set.conversations().len(),
+            mems.iter()
+                .map(|m| m.scope.project.as_str())
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
             t0.elapsed().as_secs_f64()
         );
     }
     let mcfg = &engine.config().memory;
-    // The plain baselines: no trust, no speaker rule.
+    let in_conversation = |opts: &SearchOptions, conversation: &str| SearchOptions {
+        filter: Filter {
+            project: conversation.to_string(),
+            ..Default::default()
+        },
+        ..opts.clone()
+    };
+    let mut memory = mcfg.search_options(a.k, Filter::default());
+    let mut fitted = None;
+    if let Some(fs) = &fit_set {
+        // Every fused candidate the reranker would see, labelled by the evidence.
+        let mut samples = Vec::new();
+        let mut questions = 0;
+        let unranked = SearchOptions {
+            rerank: None,
+            ..memory.clone()
+        };
+        for q in fs.questions.iter().filter(|q| !q.evidence.is_empty()) {
+            questions += 1;
+            let opts = in_conversation(&unranked, &q.conversation);
+            for (m, x) in searcher.rerank_features(&q.question, &opts)? {
+                let hit = dia.get(&m.id).is_some_and(|d| q.evidence.contains(d));
+                samples.push((x, hit));
+            }
+        }
+        let model = neuralcore_memory::Reranker::fit(&samples, 1.0).with_context(|| {
+            format!(
+                "cannot fit the reranker: {} candidates of {questions} questions, no evidence among them or nothing else",
+                samples.len()
+            )
+        })?;
+        if !json {
+            println!(
+                "reranker fitted on {questions} questions ({} candidates) of conversations {}:",
+                samples.len(),
+                fs.conversations().join(", ")
+            );
+            println!(
+                "rerank_weights = [{}]",
+                model
+                    .to_vec()
+                    .iter()
+                    .map(|w| format!("{w:.4}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        memory.rerank = Some(model);
+        fitted = Some(serde_json::json!({
+            "questions": questions,
+            "candidates": samples.len(),
+            "features": neuralcore_memory::rerank::FEATURE_NAMES,
+            "rerank_weights": model.to_vec(),
+        }));
+    }
+    // The plain baselines: no trust, no speaker rule, no reranking.
     let plain = |alpha: f32| SearchOptions {
         alpha,
         trust_weight: 0.0,
         speaker_weight: 0.0,
+        rerank: None,
         ..mcfg.search_options(a.k, Filter::default())
     };
-    let systems: Vec<(&str, SearchOptions)> = vec![
-        ("memory", mcfg.search_options(a.k, Filter::default())),
-        ("bm25", plain(0.0)),
-        ("vector", plain(1.0)),
-    ];
+    let mut systems: Vec<(&str, SearchOptions)> = vec![("memory", memory.clone())];
+    if memory.rerank.is_some() {
+        systems.push((
+            "fused",
+            SearchOptions {
+                rerank: None,
+                ..memory.clone()
+            },
+        ));
+    }
+    systems.push(("bm25", plain(0.0)));
+    systems.push(("vector", plain(1.0)));
     let mut out = match &a.per_question {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
@@ -640,23 +740,15 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
     };
     let mut rows = Vec::new();
     for (label, opts) in systems {
-        if opts.alpha > 0.0 && searcher.embedder().is_none() {
+        // Without a model, search is keyword-only: only the vector row has nothing.
+        if opts.alpha >= 1.0 && searcher.embedder().is_none() {
             continue;
         }
         let mut runs = Vec::new();
         for (i, q) in set.questions.iter().enumerate() {
             let start = std::time::Instant::now();
-            let hits = searcher.search(
-                &q.question,
-                &SearchOptions {
-                    filter: Filter {
-                        project: q.conversation.clone(),
-                        ..Default::default()
-                    },
-                    ..opts.clone()
-                },
-                now,
-            )?;
+            let hits =
+                searcher.search(&q.question, &in_conversation(&opts, &q.conversation), now)?;
             let ms = start.elapsed().as_secs_f64() * 1e3;
             let ids: Vec<String> = hits
                 .iter()
@@ -685,6 +777,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                 "memories": mems.len(),
                 "questions": set.questions.len(),
                 "k": a.k,
+                "fitted": fitted,
                 "runs": rows.iter().map(|(l, r)| serde_json::json!({"system": l, "report": r})).collect::<Vec<_>>(),
             }))?
         );

@@ -1051,3 +1051,128 @@ fn real_llm_names_entities_or_the_rules_do() {
         assert!(text.to_lowercase().contains(&name), "{e} in {m}");
     }
 }
+
+/// A LoCoMo-shaped file: conversation `c{n}` has two sessions of small talk around the
+/// fact each question asks about.
+fn locomo_file(dir: &Path, conversations: usize) -> PathBuf {
+    let topics = [
+        ("pottery", "I signed up for a pottery class yesterday"),
+        ("marathon", "I ran a charity marathon last weekend"),
+        ("violin", "I have been learning the violin since spring"),
+    ];
+    let convs: Vec<Value> = (1..=conversations)
+        .map(|n| {
+            let mut conv = serde_json::json!({"speaker_a": "Ann", "speaker_b": "Bob"});
+            let mut qa = Vec::new();
+            for s in 1..=2 {
+                let mut turns = Vec::new();
+                for (t, (topic, fact)) in topics.iter().enumerate() {
+                    let base = t * 3;
+                    let id = |k: usize| format!("D{s}:{}", base + k + 1);
+                    turns.push(serde_json::json!({"speaker": "Bob", "dia_id": id(0),
+                        "text": format!("How was your week, Ann? Anything about {topic}?")}));
+                    turns.push(serde_json::json!({"speaker": "Ann", "dia_id": id(1),
+                        "text": format!("{fact}, session {s} of conversation {n}.")}));
+                    turns.push(serde_json::json!({"speaker": "Bob", "dia_id": id(2),
+                        "text": "That sounds great!"}));
+                    if s == 1 {
+                        qa.push(serde_json::json!({"question": format!("What did Ann say about {topic}?"),
+                            "answer": fact, "evidence": [id(1)], "category": 4}));
+                    }
+                }
+                conv[format!("session_{s}_date_time")] =
+                    serde_json::json!(format!("1:00 pm on {s} May, 2023"));
+                conv[format!("session_{s}")] = Value::Array(turns);
+            }
+            serde_json::json!({"sample_id": format!("c{n}"), "conversation": conv, "qa": qa})
+        })
+        .collect();
+    let path = dir.join("locomo.json");
+    std::fs::write(&path, serde_json::to_string(&convs).unwrap()).unwrap();
+    path
+}
+
+/// `eval locomo`: the memory row (reranked), the fused row before reranking and the
+/// plain baselines side by side; `--fit` fits the reranker on other conversations and
+/// prints its weights; bad ranges and nothing to learn from are clear errors.
+#[test]
+fn eval_locomo_fits_the_reranker_and_reports_side_by_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let file = locomo_file(tmp.path(), 3);
+    let f = file.to_str().unwrap();
+    let out = run(
+        &data,
+        &[
+            "--json",
+            "eval",
+            "locomo",
+            f,
+            "--conversations",
+            "3",
+            "--fit",
+            "1-2",
+        ],
+    );
+    let v = json(&out);
+    assert_eq!(v["fitted"]["questions"], 6, "{v}");
+    assert_eq!(v["fitted"]["rerank_weights"].as_array().unwrap().len(), 11);
+    assert_eq!(v["questions"], 3);
+    // Without a model the vector row is left out.
+    let systems: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(systems, ["memory", "fused", "bm25"]);
+    // The fact turn of session 1 is found by every system on this easy set.
+    for r in v["runs"].as_array().unwrap() {
+        let recall = r["report"]["overall"]["recall_at_10"].as_f64().unwrap();
+        assert!(recall > 0.99, "{r}");
+    }
+    // Text output prints the weights as a config line.
+    let out = run(
+        &data,
+        &["eval", "locomo", f, "--conversations", "3", "--fit", "1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rerank_weights = ["), "{text}");
+    assert!(text.contains("recall@10 overall"), "{text}");
+    // Fitting on the evaluated conversations is allowed, with a note.
+    let out = run(
+        &data,
+        &["eval", "locomo", f, "--conversations", "1", "--fit", "1"],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not held out"));
+    // Bad input.
+    let out = run(&data, &["eval", "locomo", f, "--fit", "2-x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad range"));
+    let out = run(&data, &["eval", "locomo", f, "--fit", "7-9"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("conversation"), "{err}");
+    // A file whose questions have no evidence gives the reranker nothing to learn.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for c in v.as_array_mut().unwrap() {
+        for q in c["qa"].as_array_mut().unwrap() {
+            q["evidence"] = serde_json::json!([]);
+        }
+    }
+    let bare = tmp.path().join("bare.json");
+    std::fs::write(&bare, v.to_string()).unwrap();
+    let out = run(
+        &data,
+        &["eval", "locomo", bare.to_str().unwrap(), "--fit", "1"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("cannot fit the reranker"), "{err}");
+}

@@ -84,6 +84,16 @@ pub struct MemorySettings {
     /// Search: when a query names some speakers, how much memories said by others
     /// are discounted.
     pub speaker_weight: f32,
+    /// Search: reorder the best fused candidates with a logistic model over their
+    /// features (fused score, keyword, cosine, neighbours in the session, the session's
+    /// best, rank, length, speaker, time words).
+    pub rerank: bool,
+    /// Search: how many fused candidates the reranker sees.
+    pub rerank_depth: usize,
+    /// Search: the reranker's 10 weights then its bias; empty: the built-in model,
+    /// fitted on LoCoMo conversations 1-2 (`neuralcore eval locomo --fit 1-2` prints
+    /// this line for other data).
+    pub rerank_weights: Vec<f32>,
     /// Tokens of a session's recent turns kept whole; older turns are folded into the
     /// session's summary.
     pub session_tokens: usize,
@@ -110,6 +120,9 @@ impl Default for MemorySettings {
             alpha: 0.5,
             trust_weight: 0.3,
             speaker_weight: 0.3,
+            rerank: true,
+            rerank_depth: 50,
+            rerank_weights: Vec::new(),
             session_tokens: 1000,
             remember_answers: false,
         }
@@ -130,7 +143,21 @@ impl MemorySettings {
             alpha: self.alpha,
             trust_weight: self.trust_weight,
             speaker_weight: self.speaker_weight,
+            rerank: self.reranker(),
+            rerank_depth: self.rerank_depth,
         }
+    }
+
+    /// The reranker search uses: none when `rerank` is off, the configured weights when
+    /// given (checked by `Config::validate`), else the built-in model.
+    pub fn reranker(&self) -> Option<neuralcore_memory::Reranker> {
+        if !self.rerank {
+            return None;
+        }
+        if self.rerank_weights.is_empty() {
+            return Some(neuralcore_memory::Reranker::BUILT_IN);
+        }
+        neuralcore_memory::Reranker::from_slice(&self.rerank_weights).ok()
     }
 
     /// The trust rules.
@@ -753,6 +780,14 @@ trust_weight = 0.3
 # A query naming some of the memories' speakers (their `speaker` metadata) but not all
 # discounts what the others said: score x (1 - speaker_weight).
 speaker_weight = 0.3
+# Second stage: a logistic model reorders the best `rerank_depth` fused candidates by
+# their features (fused score, keyword, cosine, how well their neighbours in the session
+# and the session as a whole match, rank, length, speaker, time words).
+# rerank_weights: 10 weights then the bias; empty = the built-in model (fitted on
+# LoCoMo conversations 1-2; `neuralcore eval locomo --fit RANGE` fits one to other data).
+rerank = true
+rerank_depth = 50
+rerank_weights = []
 # Short-term memory: a session's recent turns (ask --session) live on the Mind; past
 # this many tokens the oldest are folded into the session's summary.
 session_tokens = 1000
@@ -851,6 +886,13 @@ impl Config {
             .trust()
             .validate()
             .map_err(EngineError::Config)?;
+        if !self.memory.rerank_weights.is_empty() {
+            neuralcore_memory::Reranker::from_slice(&self.memory.rerank_weights)
+                .map_err(|e| EngineError::Config(format!("memory.rerank_weights: {e}")))?;
+        }
+        if self.memory.rerank && self.memory.rerank_depth == 0 {
+            return bad("memory.rerank_depth must be at least 1 when memory.rerank is on".into());
+        }
         let g = &self.grade;
         if !["auto", "cross-encoder", "features", "llm"].contains(&g.evaluator.as_str()) {
             return bad(format!(
@@ -994,6 +1036,39 @@ mod tests {
         assert_eq!(c.keyword.k1, 0.9);
         assert_eq!(c.ingest.exclude, vec!["**/x/**"]);
         assert_eq!(c.analyzer.stemmer, "none");
+        // The memory reranker: weights from the config, or clear errors.
+        let w: Vec<String> = (0..11).map(|i| format!("{i}.5")).collect();
+        let c = Config::load(
+            None,
+            vec![(
+                "NEURALCORE_MEMORY_RERANK_WEIGHTS".into(),
+                format!("[{}]", w.join(",")),
+            )],
+        )
+        .unwrap();
+        let r = c.memory.reranker().unwrap();
+        assert_eq!((r.weights[2], r.bias), (2.5, 10.5));
+        assert_eq!(
+            c.memory.search_options(5, Default::default()).rerank,
+            Some(r)
+        );
+        let off = vec![("NEURALCORE_MEMORY_RERANK".into(), "false".into())];
+        assert_eq!(Config::load(None, off).unwrap().memory.reranker(), None);
+        let e = Config::load(
+            None,
+            vec![(
+                "NEURALCORE_MEMORY_RERANK_WEIGHTS".into(),
+                "[1.0, 2.0]".into(),
+            )],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("memory.rerank_weights"), "{e}");
+        let e = Config::load(
+            None,
+            vec![("NEURALCORE_MEMORY_RERANK_DEPTH".into(), "0".into())],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("rerank_depth"), "{e}");
         let e =
             Config::load(None, vec![("NEURALCORE_KEYWORD_KONE".into(), "1".into())]).unwrap_err();
         assert!(e.to_string().contains("kone"), "{e}");

@@ -18,6 +18,7 @@ use rust_stemmers::{Algorithm, Stemmer};
 use serde::Serialize;
 
 use crate::error::{MemResult, MemoryError};
+use crate::rerank::{Candidate, Features, Reranker};
 use crate::store::{MemoryStore, NewMemory};
 use crate::trust;
 use crate::types::{Filter, Memory, RelKind, Status};
@@ -47,6 +48,11 @@ pub struct SearchOptions {
     /// metadata) but not all, memories said by someone else score `× (1 − w)`: what a
     /// question asks about a person is mostly what that person said.
     pub speaker_weight: f32,
+    /// The second stage: a model over features of the top `rerank_depth` fused
+    /// candidates (see [`crate::rerank`]); `None` keeps the fused order.
+    pub rerank: Option<Reranker>,
+    /// How many fused candidates the reranker sees.
+    pub rerank_depth: usize,
 }
 
 impl Default for SearchOptions {
@@ -58,6 +64,8 @@ impl Default for SearchOptions {
             alpha: 0.5,
             trust_weight: 0.3,
             speaker_weight: 0.3,
+            rerank: Some(Reranker::BUILT_IN),
+            rerank_depth: 50,
         }
     }
 }
@@ -86,6 +94,16 @@ struct Index {
     speakers: Vec<Vec<String>>,
     /// Positions of each project's memories.
     by_project: HashMap<String, Vec<usize>>,
+    /// Per memory, its session's number in `sessions` (none without a session).
+    session: Vec<Option<u32>>,
+    /// (project, session) of each session number.
+    sessions: HashMap<(String, String), u32>,
+    /// Per memory, the memories just before and after it in its session (in order of
+    /// creation).
+    prev: Vec<Option<usize>>,
+    next: Vec<Option<usize>>,
+    /// The newest memory of each session, where the next one is linked.
+    tail: HashMap<u32, usize>,
     lens: Vec<f32>,
     postings: HashMap<String, Vec<(u32, f32)>>,
     total_len: f64,
@@ -176,7 +194,46 @@ impl Index {
             .entry(m.scope.project.clone())
             .or_default()
             .push(i);
+        let session = (!m.scope.session.is_empty()).then(|| {
+            let n = self.sessions.len() as u32;
+            *self
+                .sessions
+                .entry((m.scope.project.clone(), m.scope.session.clone()))
+                .or_insert(n)
+        });
+        self.session.push(session);
+        self.prev.push(None);
+        self.next.push(None);
+        // Once built, a new memory is its session's newest; while building, the order
+        // is set by `link_sessions` at the end.
+        if let (true, Some(s)) = (self.built, session) {
+            if let Some(&last) = self.tail.get(&s) {
+                self.next[last] = Some(i);
+                self.prev[i] = Some(last);
+            }
+            self.tail.insert(s, i);
+        }
         self.memories.push(m);
+    }
+
+    /// Link the memories of each session in order of creation (ties in index order).
+    fn link_sessions(&mut self) {
+        let mut groups: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, s) in self.session.iter().enumerate() {
+            if let Some(s) = s {
+                groups.entry(*s).or_default().push(i);
+            }
+        }
+        for (s, mut members) in groups {
+            members.sort_by_key(|&i| (self.memories[i].created_at_ms, i));
+            for w in members.windows(2) {
+                self.next[w[0]] = Some(w[1]);
+                self.prev[w[1]] = Some(w[0]);
+            }
+            if let Some(&last) = members.last() {
+                self.tail.insert(s, last);
+            }
+        }
     }
 
     /// The speakers the query names (every word of the name, or its first word, as
@@ -214,6 +271,162 @@ impl Index {
         }
         out
     }
+
+    /// The first stage: BM25 (scaled by its best) and cosine fused, filtered by scope
+    /// and kind, with the speaker rule applied.
+    fn fused(&self, query: &str, qv: Option<&[f32]>, opts: &SearchOptions) -> Fused {
+        // Status, scope and kind come from the store (fresh); the index may lag.
+        let mut keyword = self.bm25(query);
+        by_max(&mut keyword);
+        let f = &opts.filter;
+        let mut vs: Vec<(usize, f32)> = Vec::new();
+        if let Some(q) = qv {
+            // Only the project's memories when the filter names one.
+            let all: Vec<usize>;
+            let pool: &[usize] = if f.project.is_empty() {
+                all = (0..self.memories.len()).collect();
+                &all
+            } else {
+                self.by_project.get(&f.project).map_or(&[], Vec::as_slice)
+            };
+            for &i in pool {
+                let m = &self.memories[i];
+                if f.in_scope(m) {
+                    if let Some(s) = self.cosine(i, q) {
+                        vs.push((i, s));
+                    }
+                }
+            }
+            // Keep the vector candidates that matter: the top of the cosine list.
+            if vs.len() > 200 {
+                vs.select_nth_unstable_by(199, |a, b| b.1.total_cmp(&a.1));
+                vs.truncate(200);
+            }
+        }
+        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
+        let mut scores: HashMap<usize, f32> = HashMap::new();
+        for (&i, &s) in &keyword {
+            *scores.entry(i).or_default() += (1.0 - alpha) * s;
+        }
+        // Cosine is already on a fixed scale.
+        for (i, s) in vs {
+            *scores.entry(i).or_default() += alpha * s.max(0.0);
+        }
+        // Scope and kind never change: filter before cutting the list (status is
+        // checked on the fresh record).
+        scores.retain(|&i, _| {
+            let m = &self.memories[i];
+            f.in_scope(m) && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
+        });
+        // A question about one person: what the others said counts less.
+        let named = self.named_speakers(query);
+        let sw = opts.speaker_weight.clamp(0.0, 1.0);
+        if !named.is_empty() && sw > 0.0 {
+            let present: HashSet<u32> = scores.keys().filter_map(|&i| self.speaker[i]).collect();
+            if present.iter().any(|s| !named.contains(s)) {
+                for (&i, s) in scores.iter_mut() {
+                    if self.speaker[i].is_some_and(|p| !named.contains(&p)) {
+                        *s *= 1.0 - sw;
+                    }
+                }
+            }
+        }
+        let mut ranked: Vec<(usize, f32)> = scores.iter().map(|(&i, &s)| (i, s)).collect();
+        // Ties in index order, so equal scores rank the same way every time.
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Fused {
+            ranked,
+            scores,
+            keyword,
+            named,
+        }
+    }
+
+    /// Cosine of memory `i` with the query vector (its embedding is normalised).
+    fn cosine(&self, i: usize, q: &[f32]) -> Option<f32> {
+        let v = self.memories[i].embedding.as_ref()?;
+        (v.len() == q.len()).then(|| v.iter().zip(q).map(|(a, b)| a * b).sum())
+    }
+
+    /// The reranker's features of the top `depth` fused candidates, in fused order.
+    fn features(&self, fused: &Fused, qv: Option<&[f32]>, depth: usize) -> Vec<(usize, Features)> {
+        // Best fused score of each session.
+        let mut session_best: HashMap<u32, f32> = HashMap::new();
+        for (&i, &s) in &fused.scores {
+            if let Some(g) = self.session[i] {
+                let b = session_best.entry(g).or_default();
+                *b = b.max(s);
+            }
+        }
+        let score = |j: Option<usize>| j.and_then(|j| fused.scores.get(&j).copied());
+        fused
+            .ranked
+            .iter()
+            .take(depth)
+            .enumerate()
+            .map(|(rank, &(i, s))| {
+                let named = !fused.named.is_empty();
+                let c = Candidate {
+                    fused: s,
+                    keyword: fused.keyword.get(&i).copied().unwrap_or(0.0),
+                    cosine: qv.and_then(|q| self.cosine(i, q)).unwrap_or(0.0),
+                    neighbour: score(self.prev[i])
+                        .into_iter()
+                        .chain(score(self.next[i]))
+                        .fold(0.0, f32::max),
+                    session: self.session[i].map_or(s, |g| session_best[&g]),
+                    rank,
+                    speaker_named: named
+                        && self.speaker[i].is_some_and(|p| fused.named.contains(&p)),
+                    speaker_other: named
+                        && self.speaker[i].is_some_and(|p| !fused.named.contains(&p)),
+                };
+                (i, c.features(&self.memories[i].text))
+            })
+            .collect()
+    }
+
+    /// The fused ranking with its top `depth` reordered by `model`: those score the
+    /// model's probability; the rest follow, scaled below the lowest of them.
+    fn rerank(
+        &self,
+        fused: &Fused,
+        qv: Option<&[f32]>,
+        model: &Reranker,
+        depth: usize,
+    ) -> Vec<(usize, f32)> {
+        let mut top: Vec<(usize, f32)> = self
+            .features(fused, qv, depth)
+            .into_iter()
+            .map(|(i, x)| (i, model.score(&x)))
+            .collect();
+        // Stable: equal probabilities keep the fused order.
+        top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let floor = top.last().map_or(0.0, |t| t.1);
+        let rest = &fused.ranked[top.len().min(fused.ranked.len())..];
+        let first_rest = rest.first().map_or(0.0, |r| r.1);
+        top.extend(rest.iter().map(|&(i, s)| {
+            let below = if first_rest > 0.0 {
+                s / first_rest
+            } else {
+                0.0
+            };
+            (i, floor * 0.5 * below)
+        }));
+        top
+    }
+}
+
+/// The fused ranking and what the reranker reads of it.
+struct Fused {
+    /// Candidates by fused score, best first (ties in index order).
+    ranked: Vec<(usize, f32)>,
+    /// The same scores by position.
+    scores: HashMap<usize, f32>,
+    /// BM25 scaled by its best, of every memory a query term matches.
+    keyword: HashMap<usize, f32>,
+    /// The speakers the query names.
+    named: HashSet<u32>,
 }
 
 /// Lower-case words (split on anything not alphanumeric).
@@ -259,7 +472,8 @@ impl MemorySearcher {
             .map(|mut v| v.remove(0))
     }
 
-    /// Remember many (embedded in batches).
+    /// Remember many (embedded in batches), in order: the `i`-th is created at
+    /// `now_ms + i`, so a batch of conversation turns keeps their order in its session.
     pub fn add_many(
         &self,
         news: &mut [NewMemory],
@@ -288,8 +502,8 @@ impl MemorySearcher {
             }
         }
         let mut out = Vec::with_capacity(news.len());
-        for n in news.iter() {
-            let m = self.store.add(n.clone(), by, now_ms)?;
+        for (i, n) in news.iter().enumerate() {
+            let m = self.store.add(n.clone(), by, now_ms + i as u64)?;
             let mut idx = self.index.write().expect("memory index lock");
             if idx.built {
                 idx.push(m.clone());
@@ -309,6 +523,7 @@ impl MemorySearcher {
         for m in all {
             idx.push(m);
         }
+        idx.link_sessions();
         idx.built = true;
         *self.index.write().expect("memory index lock") = idx;
         Ok(())
@@ -341,80 +556,50 @@ impl MemorySearcher {
         Ok(out)
     }
 
-    /// The best memories for `query` under `opts`, with the relation rules applied.
-    pub fn search(&self, query: &str, opts: &SearchOptions, now_ms: u64) -> MemResult<Vec<MemHit>> {
+    /// The query's embedding (when the search uses vectors), after checking the query
+    /// and building the index.
+    fn prepare(&self, query: &str, opts: &SearchOptions) -> MemResult<Option<Vec<f32>>> {
         if query.trim().is_empty() {
             return Err(MemoryError::Invalid("the query is empty".into()));
         }
         self.ensure()?;
-        let qv = match &self.embedder {
+        Ok(match &self.embedder {
             Some(e) if opts.alpha > 0.0 => Some(
                 e.embed_query(query)
                     .map_err(|err| MemoryError::Backend(format!("embedding: {err}")))?,
             ),
             _ => None,
-        };
+        })
+    }
+
+    /// The features the reranker sees for the top `opts.rerank_depth` fused candidates,
+    /// in fused order (what `eval locomo --fit` learns from).
+    pub fn rerank_features(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+    ) -> MemResult<Vec<(Memory, Features)>> {
+        let qv = self.prepare(query, opts)?;
         let idx = self.index.read().expect("memory index lock");
-        // Status, scope and kind come from the store (fresh); the index may lag.
-        let mut kw = idx.bm25(query);
-        by_max(&mut kw);
-        let f = &opts.filter;
-        let mut vs: Vec<(usize, f32)> = Vec::new();
-        if let Some(q) = &qv {
-            // Only the project's memories when the filter names one.
-            let all: Vec<usize>;
-            let pool: &[usize] = if f.project.is_empty() {
-                all = (0..idx.memories.len()).collect();
-                &all
-            } else {
-                idx.by_project.get(&f.project).map_or(&[], Vec::as_slice)
-            };
-            for &i in pool {
-                let m = &idx.memories[i];
-                if let Some(v) = m.embedding.as_ref().filter(|_| f.in_scope(m)) {
-                    if v.len() == q.len() {
-                        vs.push((i, v.iter().zip(q).map(|(a, b)| a * b).sum()));
-                    }
-                }
+        let fused = idx.fused(query, qv.as_deref(), opts);
+        Ok(idx
+            .features(&fused, qv.as_deref(), opts.rerank_depth)
+            .into_iter()
+            .map(|(i, x)| (idx.memories[i].clone(), x))
+            .collect())
+    }
+
+    /// The best memories for `query` under `opts`, with the relation rules applied.
+    pub fn search(&self, query: &str, opts: &SearchOptions, now_ms: u64) -> MemResult<Vec<MemHit>> {
+        let qv = self.prepare(query, opts)?;
+        let idx = self.index.read().expect("memory index lock");
+        let fused = idx.fused(query, qv.as_deref(), opts);
+        let mut scored = match opts.rerank {
+            Some(model) if opts.rerank_depth > 0 => {
+                idx.rerank(&fused, qv.as_deref(), &model, opts.rerank_depth)
             }
-            // Keep the vector candidates that matter: the top of the cosine list.
-            if vs.len() > 200 {
-                vs.select_nth_unstable_by(199, |a, b| b.1.total_cmp(&a.1));
-                vs.truncate(200);
-            }
-        }
-        let alpha = if qv.is_some() { opts.alpha } else { 0.0 };
-        let mut cands: HashMap<usize, f32> = HashMap::new();
-        for (&i, &s) in &kw {
-            *cands.entry(i).or_default() += (1.0 - alpha) * s;
-        }
-        // Cosine is already on a fixed scale.
-        for (i, s) in vs {
-            *cands.entry(i).or_default() += alpha * s.max(0.0);
-        }
-        // Scope and kind never change: filter before cutting the list (status is
-        // checked on the fresh record below).
-        cands.retain(|&i, _| {
-            let m = &idx.memories[i];
-            f.in_scope(m) && (f.kinds.is_empty() || f.kinds.contains(&m.kind))
-        });
-        // A question about one person: what the others said counts less.
-        let named = idx.named_speakers(query);
-        let sw = opts.speaker_weight.clamp(0.0, 1.0);
-        if !named.is_empty() && sw > 0.0 {
-            let present: HashSet<u32> = cands.keys().filter_map(|&i| idx.speaker[i]).collect();
-            if present.iter().any(|s| !named.contains(s)) {
-                for (&i, s) in cands.iter_mut() {
-                    if idx.speaker[i].is_some_and(|p| !named.contains(&p)) {
-                        *s *= 1.0 - sw;
-                    }
-                }
-            }
-        }
-        // Fresh records of the candidates (and of their relation partners).
-        let mut scored: Vec<(usize, f32)> = cands.into_iter().collect();
-        // Ties in index order, so equal scores rank the same way every time.
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            _ => fused.ranked,
+        };
         scored.truncate((opts.k * 10).max(100));
         let mut hits: Vec<MemHit> = Vec::new();
         // Status and trust of the hits, for the relation rules.
@@ -579,6 +764,7 @@ mod tests {
         let opts = SearchOptions {
             speaker_weight,
             alpha: 0.0,
+            rerank: None,
             ..Default::default()
         };
         let hits = s.search(query, &opts, 0).unwrap();
@@ -614,5 +800,76 @@ mod tests {
             ranked(&s, "what research", 0.9),
             ranked(&s, "what research", 0.0)
         );
+    }
+
+    fn turn(session: &str, text: &str) -> NewMemory {
+        NewMemory {
+            text: text.into(),
+            scope: crate::MemScope {
+                project: "p".into(),
+                session: session.into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// The reranker reads a memory's neighbours in its session (in order of creation,
+    /// also for memories added after the index was built) and the session's best match;
+    /// with the built-in model, a turn whose neighbours match too ranks above the same
+    /// words said alone.
+    #[test]
+    fn the_reranker_reads_neighbours_in_the_session() {
+        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
+        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let mut batch = vec![
+            turn("a", "we planted a garden"),
+            turn("a", "the roses are red"),
+            turn("a", "garden chores all day"),
+            turn("b", "unrelated chatter"),
+            turn("b", "the roses are red"),
+            turn("b", "more unrelated chatter"),
+        ];
+        let m = s.add_many(&mut batch, "test", 1_000).unwrap();
+        s.refresh().unwrap();
+        // Added once the index is built: the newest of session a.
+        let late = s.add(turn("a", "roses everywhere"), "test", 2_000).unwrap();
+        let opts = SearchOptions {
+            alpha: 0.0,
+            speaker_weight: 0.0,
+            ..Default::default()
+        };
+        let feats: HashMap<String, Features> = s
+            .rerank_features("garden roses", &opts)
+            .unwrap()
+            .into_iter()
+            .map(|(m, x)| (m.id, x))
+            .collect();
+        let fused = |id: &str| feats[id][0];
+        let (neighbour, session) = (3, 4);
+        // "the roses are red" in a: its neighbours both match.
+        assert_eq!(
+            feats[&m[1].id][neighbour],
+            fused(&m[0].id).max(fused(&m[2].id))
+        );
+        // The late memory follows "garden chores all day".
+        assert_eq!(feats[&late.id][neighbour], fused(&m[2].id));
+        // The same words in b: nothing around them matches.
+        assert_eq!(feats[&m[4].id][neighbour], 0.0);
+        assert_eq!(feats[&m[4].id][session], fused(&m[4].id));
+        let best_a = [&m[0].id, &m[1].id, &m[2].id, &late.id]
+            .iter()
+            .map(|id| fused(id))
+            .fold(0.0, f32::max);
+        assert_eq!(feats[&m[1].id][session], best_a);
+        assert_eq!(fused(&m[1].id), fused(&m[4].id));
+        let ids: Vec<String> = s
+            .search("garden roses", &opts, 3_000)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect();
+        let at = |id: &str| ids.iter().position(|x| x == id).unwrap();
+        assert!(at(&m[1].id) < at(&m[4].id), "{ids:?}");
     }
 }

@@ -1,0 +1,335 @@
+//! The second stage of memory search: a logistic model over features of the top
+//! candidates of the fused (BM25 + cosine) ranking, fitted to labelled questions.
+//!
+//! The fused score alone misses what the neighbourhood of a memory says: a conversation
+//! turn whose neighbours in its session also match, a session that matches as a whole,
+//! a turn long enough to carry a fact. The model weighs these against the fused score
+//! and the rank. It is fitted by [`Reranker::fit`] (Newton's method on the L2-penalised
+//! log loss, features standardised while fitting); [`Reranker::BUILT_IN`] was fitted on
+//! LoCoMo conversations 1–2 (`neuralcore eval locomo --fit 1-2`), never on the
+//! conversations it is reported on.
+
+use serde::Serialize;
+
+/// How many features a candidate has.
+pub const FEATURES: usize = 10;
+
+/// The features' names, in order.
+pub const FEATURE_NAMES: [&str; FEATURES] = [
+    "fused",
+    "keyword",
+    "cosine",
+    "neighbour",
+    "session",
+    "rank",
+    "length",
+    "speaker_named",
+    "speaker_other",
+    "time_words",
+];
+
+/// Words that place an event in time (`time_words` feature).
+const TIME_WORDS: &[&str] = &[
+    "yesterday",
+    "today",
+    "tomorrow",
+    "last",
+    "next",
+    "ago",
+    "week",
+    "weekend",
+    "month",
+    "year",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "morning",
+    "night",
+    "since",
+    "recently",
+    "just",
+];
+
+/// One candidate's features, as [`FEATURE_NAMES`] lists them.
+pub type Features = [f32; FEATURES];
+
+/// What is known of a candidate when its features are computed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Candidate {
+    /// Fused score (BM25 scaled by the best, plus cosine, after the speaker rule).
+    pub fused: f32,
+    /// BM25 scaled by the best score of the query (0 when no term matches).
+    pub keyword: f32,
+    /// Cosine with the query (0 without embeddings).
+    pub cosine: f32,
+    /// Best fused score of the memories just before and after it in its session.
+    pub neighbour: f32,
+    /// Best fused score in its session (its own when it has no session).
+    pub session: f32,
+    /// Position in the fused ranking, from 0.
+    pub rank: usize,
+    /// Whether the query names its speaker / names speakers but not its.
+    pub speaker_named: bool,
+    /// See `speaker_named`.
+    pub speaker_other: bool,
+}
+
+impl Candidate {
+    /// The feature vector of a candidate whose text is `text`.
+    pub fn features(&self, text: &str) -> Features {
+        let time = text
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| TIME_WORDS.iter().any(|t| t.eq_ignore_ascii_case(w)));
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        [
+            self.fused,
+            self.keyword,
+            self.cosine,
+            self.neighbour,
+            self.session,
+            (self.rank as f32).ln_1p(),
+            (text.chars().count() as f32).ln_1p(),
+            flag(self.speaker_named),
+            flag(self.speaker_other),
+            flag(time),
+        ]
+    }
+}
+
+/// A logistic model: `p = σ(w · x + b)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Reranker {
+    /// One weight per feature.
+    pub weights: Features,
+    /// The intercept.
+    pub bias: f32,
+}
+
+impl Reranker {
+    /// Fitted on LoCoMo conversations 1–2 (`neuralcore eval locomo --fit 1-2`).
+    pub const BUILT_IN: Reranker = Reranker {
+        weights: [
+            -8.3921, 4.5300, 2.0129, 2.9111, 3.2255, -1.0594, 1.1083, 0.5667, -1.2048, 0.6001,
+        ],
+        bias: -10.2529,
+    };
+
+    /// A model from `weights` followed by the bias (as the config writes it).
+    pub fn from_slice(v: &[f32]) -> Result<Reranker, String> {
+        if v.len() != FEATURES + 1 {
+            return Err(format!(
+                "a reranker needs {} numbers ({}, then the bias), got {}",
+                FEATURES + 1,
+                FEATURE_NAMES.join(", "),
+                v.len()
+            ));
+        }
+        if let Some(x) = v.iter().find(|x| !x.is_finite()) {
+            return Err(format!("reranker weights must be finite numbers (got {x})"));
+        }
+        let mut weights = [0.0; FEATURES];
+        weights.copy_from_slice(&v[..FEATURES]);
+        Ok(Reranker {
+            weights,
+            bias: v[FEATURES],
+        })
+    }
+
+    /// The weights then the bias.
+    pub fn to_vec(&self) -> Vec<f32> {
+        let mut v = self.weights.to_vec();
+        v.push(self.bias);
+        v
+    }
+
+    /// Probability that a candidate with features `x` is what the query looks for.
+    pub fn score(&self, x: &Features) -> f32 {
+        let z: f32 = self.bias + self.weights.iter().zip(x).map(|(w, x)| w * x).sum::<f32>();
+        1.0 / (1.0 + (-z).exp())
+    }
+
+    /// Fit to labelled candidates (`true`: the query's evidence), minimising the log
+    /// loss plus `l2 / 2 × |w|²` over standardised features (the bias is not
+    /// penalised). `None` when there is nothing to learn from: no samples, or only one
+    /// label.
+    pub fn fit(samples: &[(Features, bool)], l2: f64) -> Option<Reranker> {
+        let n = samples.len();
+        let positives = samples.iter().filter(|s| s.1).count();
+        if n == 0 || positives == 0 || positives == n {
+            return None;
+        }
+        // Standardise: fitting is then well conditioned whatever the features' scales.
+        let mut mean = [0f64; FEATURES];
+        let mut scale = [0f64; FEATURES];
+        for (x, _) in samples {
+            for j in 0..FEATURES {
+                mean[j] += x[j] as f64 / n as f64;
+            }
+        }
+        for (x, _) in samples {
+            for j in 0..FEATURES {
+                scale[j] += (x[j] as f64 - mean[j]).powi(2) / n as f64;
+            }
+        }
+        for s in &mut scale {
+            *s = if *s > 1e-12 { s.sqrt() } else { 1.0 };
+        }
+        let z: Vec<([f64; FEATURES], f64)> = samples
+            .iter()
+            .map(|(x, y)| {
+                let mut v = [0f64; FEATURES];
+                for j in 0..FEATURES {
+                    v[j] = (x[j] as f64 - mean[j]) / scale[j];
+                }
+                (v, if *y { 1.0 } else { 0.0 })
+            })
+            .collect();
+        // Newton's method; parameter FEATURES is the bias.
+        const P: usize = FEATURES + 1;
+        let mut beta = [0f64; P];
+        for _ in 0..50 {
+            let mut grad = [0f64; P];
+            let mut hess = [[0f64; P]; P];
+            for (x, y) in &z {
+                let mut row = [1f64; P];
+                row[..FEATURES].copy_from_slice(x);
+                let eta: f64 = row.iter().zip(&beta).map(|(a, b)| a * b).sum();
+                let p = 1.0 / (1.0 + (-eta).exp());
+                let w = (p * (1.0 - p)).max(1e-12);
+                for a in 0..P {
+                    grad[a] += (p - y) * row[a];
+                    for b in 0..P {
+                        hess[a][b] += w * row[a] * row[b];
+                    }
+                }
+            }
+            for a in 0..FEATURES {
+                grad[a] += l2 * beta[a];
+                hess[a][a] += l2;
+            }
+            let step = solve(hess, grad)?;
+            let mut moved = 0f64;
+            for a in 0..P {
+                beta[a] -= step[a];
+                moved = moved.max(step[a].abs());
+            }
+            if moved < 1e-9 {
+                break;
+            }
+        }
+        // Back to the raw features' scale.
+        let mut weights = [0f32; FEATURES];
+        let mut bias = beta[FEATURES];
+        for j in 0..FEATURES {
+            weights[j] = (beta[j] / scale[j]) as f32;
+            bias -= beta[j] * mean[j] / scale[j];
+        }
+        Some(Reranker {
+            weights,
+            bias: bias as f32,
+        })
+    }
+}
+
+/// Solve `a x = b` by Gaussian elimination with partial pivoting (`None`: singular).
+fn solve<const P: usize>(mut a: [[f64; P]; P], mut b: [f64; P]) -> Option<[f64; P]> {
+    for col in 0..P {
+        let pivot = (col..P).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..P {
+            let f = a[row][col] / a[col][col];
+            let pivot_row = a[col];
+            for (x, p) in a[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = [0f64; P];
+    for row in (0..P).rev() {
+        let s: f64 = (row + 1..P).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    Some(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solve_recovers_a_known_solution() {
+        let a = [[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]];
+        let x = [1.0, -2.0, 0.5];
+        let b = [
+            2.0 * x[0] + x[1],
+            x[0] + 3.0 * x[1] + x[2],
+            x[1] + 4.0 * x[2],
+        ];
+        let got = solve(a, b).unwrap();
+        for (g, w) in got.iter().zip(x) {
+            assert!((g - w).abs() < 1e-9, "{got:?}");
+        }
+        assert!(solve([[1.0, 2.0], [2.0, 4.0]], [1.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn fit_learns_which_feature_predicts_the_label() {
+        // The label follows `keyword` (feature 1) with some noise; `cosine` (2) is noise.
+        let mut samples = Vec::new();
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as f32 / (1u64 << 31) as f32
+        };
+        for i in 0..2000 {
+            let mut x = [0f32; FEATURES];
+            x[1] = next();
+            x[2] = next();
+            x[6] = 3.0 + next(); // a feature far from 0, to exercise the intercept
+            let y = x[1] + 0.3 * (next() - 0.5) > 0.6 || i % 97 == 0;
+            samples.push((x, y));
+        }
+        let m = Reranker::fit(&samples, 1.0).unwrap();
+        assert!(m.weights[1] > 5.0, "{m:?}");
+        assert!(m.weights[2].abs() < 1.0, "{m:?}");
+        let mut hi = [0f32; FEATURES];
+        hi[1] = 0.9;
+        hi[6] = 3.5;
+        let mut lo = hi;
+        lo[1] = 0.1;
+        assert!(m.score(&hi) > 0.8 && m.score(&lo) < 0.2, "{m:?}");
+        // Nothing to learn from.
+        assert!(Reranker::fit(&[], 1.0).is_none());
+        assert!(Reranker::fit(&[([0.0; FEATURES], true)], 1.0).is_none());
+    }
+
+    #[test]
+    fn weights_round_trip_and_bad_lengths_are_clear_errors() {
+        let m = Reranker::BUILT_IN;
+        assert_eq!(Reranker::from_slice(&m.to_vec()).unwrap(), m);
+        let err = Reranker::from_slice(&[1.0, 2.0]).unwrap_err();
+        assert!(err.contains("needs 11 numbers"), "{err}");
+        let mut v = m.to_vec();
+        v[3] = f32::NAN;
+        assert!(Reranker::from_slice(&v).unwrap_err().contains("finite"));
+    }
+
+    #[test]
+    fn time_words_and_length_features() {
+        let c = Candidate::default();
+        assert_eq!(c.features("We went camping last Weekend")[9], 1.0);
+        assert_eq!(c.features("We went camping")[9], 0.0);
+        assert!(c.features("a much longer sentence")[6] > c.features("short")[6]);
+    }
+}
