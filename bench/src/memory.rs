@@ -1,8 +1,11 @@
 //! `nc-bench memory`: memory search latency at LoCoMo size and the supersede rule under
 //! adversarial pairs.
 //!
-//! - `--locomo FILE`: every LoCoMo turn becomes a memory (plus generated filler memories
-//!   up to `--total`), then search latency p50/p95 over the QA questions, warm.
+//! - `--locomo FILE`: every LoCoMo turn becomes a memory (speaker, session; plus
+//!   generated filler memories up to `--total`), then search latency p50/p95 over the QA
+//!   questions, warm. `--backend redb` stores them in the embedded default (a redb file in
+//!   a temporary folder) instead of in memory: search reads each candidate's fresh record
+//!   and relations from the backend.
 //! - Supersede: `--pairs N` generated pairs where the old memory is the closer match to
 //!   the query and the new one SUPERSEDES it; counts how often the old one ranks above
 //!   the new (target 0), and how often the new one is found at all.
@@ -36,6 +39,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
     let mut model: Option<PathBuf> = None;
     let mut total = 6000usize;
     let mut pairs = 1000usize;
+    let mut backend = "memory".to_string();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
@@ -44,6 +48,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
             "--model" => model = Some(v.into()),
             "--total" => total = v.parse().map_err(|e| format!("--total: {e}"))?,
             "--pairs" => pairs = v.parse().map_err(|e| format!("--pairs: {e}"))?,
+            "--backend" => backend = v.clone(),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -53,22 +58,32 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
     // Latency at LoCoMo size.
     if let Some(path) = &locomo {
         let set = neuralcore_eval::load_locomo(path, None).map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let store_backend: Arc<dyn neuralcore_memory::MemoryBackend> = match backend.as_str() {
+            "memory" => Arc::new(InMemoryBackend::new()),
+            "redb" => Arc::new(
+                neuralcore_memory::RedbBackend::open(&dir.path().join("memory.redb"))
+                    .map_err(|e| e.to_string())?,
+            ),
+            other => return Err(format!("--backend must be memory or redb (got {other})")),
+        };
         let store = Arc::new(
-            MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default())
-                .map_err(|e| e.to_string())?,
+            MemoryStore::new(store_backend, TrustConfig::default()).map_err(|e| e.to_string())?,
         );
         let s = MemorySearcher::new(store, emb.clone());
         let mut news: Vec<NewMemory> = set
             .turns
             .iter()
             .map(|t| NewMemory {
-                text: format!("{}: {}", t.speaker, t.text),
+                text: t.text.clone(),
                 kind: Some(Kind::Episode),
                 scope: MemScope {
                     project: t.conversation.clone(),
+                    session: format!("{}-s{}", t.conversation, t.session),
                     ..Default::default()
                 },
                 occurred_at: Some(t.session_date.clone()),
+                metadata: [("speaker".to_string(), serde_json::json!(t.speaker))].into(),
                 ..Default::default()
             })
             .collect();
@@ -140,7 +155,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
         println!(
             "{}",
             serde_json::json!({
-                "bench": "memory-search", "memories": news.len(), "questions": qs.len(),
+                "bench": "memory-search", "backend": backend, "memories": news.len(), "questions": qs.len(),
                 "load_s": load_s, "model": model.is_some(),
                 "hybrid_p50_ms": pct(&ms, 50.0), "hybrid_p95_ms": pct(&ms, 95.0),
                 "bm25_only_p50_ms": pct(&kw, 50.0), "bm25_only_p95_ms": pct(&kw, 95.0),

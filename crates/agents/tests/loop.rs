@@ -1057,19 +1057,29 @@ fn corroboration_by_another_document_verifies() {
     assert!(r.abstained, "{why}");
 }
 
-#[test]
-fn real_llm_answers_with_citations() {
+/// The real llama.cpp server the test script starts (`NEURALCORE_TEST_LLM_URL`), or
+/// `None` (the test is skipped, saying so) when it is not set.
+fn real_llm() -> Option<LlmClient> {
     let Ok(url) = std::env::var("NEURALCORE_TEST_LLM_URL") else {
         eprintln!("skipped: NEURALCORE_TEST_LLM_URL is not set (see scripts/llm-server.sh)");
+        return None;
+    };
+    Some(
+        LlmClient::new(LlmConfig {
+            timeout_ms: 60_000,
+            max_tokens: 128,
+            api_key_env: String::new(),
+            ..LlmConfig::new(url, "")
+        })
+        .unwrap(),
+    )
+}
+
+#[test]
+fn real_llm_answers_with_citations() {
+    let Some(llm) = real_llm() else {
         return;
     };
-    let llm = LlmClient::new(LlmConfig {
-        timeout_ms: 60_000,
-        max_tokens: 128,
-        api_key_env: String::new(),
-        ..LlmConfig::new(url, "")
-    })
-    .unwrap();
     let o = with_llm(shared(), Arc::new(llm));
     let r = o
         .ask(
@@ -1895,17 +1905,9 @@ fn a_garbage_session_on_the_mind_still_reads() {
 #[test]
 fn real_llm_writes_the_session_summary_or_the_rules_say_why() {
     use neuralcore_agents::consciousness::summary_budget;
-    let Ok(url) = std::env::var("NEURALCORE_TEST_LLM_URL") else {
-        eprintln!("skipped: NEURALCORE_TEST_LLM_URL is not set (see scripts/llm-server.sh)");
+    let Some(llm) = real_llm() else {
         return;
     };
-    let llm = LlmClient::new(LlmConfig {
-        timeout_ms: 60_000,
-        max_tokens: 128,
-        api_key_env: String::new(),
-        ..LlmConfig::new(url, "")
-    })
-    .unwrap();
     let o = with_llm(sessions_kb(), Arc::new(llm));
     let opts = AskOptions {
         deadline_ms: Some(120_000),

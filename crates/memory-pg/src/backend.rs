@@ -385,6 +385,21 @@ impl MemoryBackend for PgBackend {
         rows.first().map(decode).transpose()
     }
 
+    fn get_many(&self, ids: &[&str], embeddings: bool) -> MemResult<Vec<Option<Memory>>> {
+        let select = if embeddings {
+            &self.sql.select_memories
+        } else {
+            &self.sql.select_bodies
+        };
+        let q = format!("{select} WHERE id = ANY($1)");
+        let rows = self.read(|c| c.client.query(q.as_str(), &[&ids]).map_err(|e| self.err(e)))?;
+        let by_id: std::collections::HashMap<String, Memory> = rows
+            .iter()
+            .map(|r| decode(r).map(|m| (m.id.clone(), m)))
+            .collect::<MemResult<_>>()?;
+        Ok(ids.iter().map(|id| by_id.get(*id).cloned()).collect())
+    }
+
     fn list(&self, filter: &Filter) -> MemResult<Vec<Memory>> {
         let statuses: Vec<&str> = if filter.statuses.is_empty() {
             vec![Status::Active.as_str()]
@@ -481,6 +496,22 @@ impl MemoryBackend for PgBackend {
 
     fn relations(&self, node: &str) -> MemResult<Vec<Relation>> {
         decode_relations(self.rows(Q::RelNode, &[&node])?)
+    }
+
+    fn relations_many(&self, nodes: &[&str]) -> MemResult<Vec<Vec<Relation>>> {
+        let q = self.sql.relations_of_nodes.as_str();
+        let all = decode_relations(
+            self.read(|c| c.client.query(q, &[&nodes]).map_err(|e| self.err(e)))?,
+        )?;
+        Ok(nodes
+            .iter()
+            .map(|n| {
+                all.iter()
+                    .filter(|r| r.from == *n || r.to == *n)
+                    .cloned()
+                    .collect()
+            })
+            .collect())
     }
 
     fn relations_of_kind(&self, kind: RelKind) -> MemResult<Vec<Relation>> {

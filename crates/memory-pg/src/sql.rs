@@ -81,6 +81,10 @@ pub(crate) struct Sql {
     /// Start of a `SELECT` of memory rows (body, embedding, other embedding) up to the
     /// `FROM`; `list` adds its `WHERE`.
     pub(crate) select_memories: String,
+    /// `SELECT` of memories without their embeddings (same columns, NULL vectors).
+    pub(crate) select_bodies: String,
+    /// Relations that start or end at any of `$1` (a text array).
+    pub(crate) relations_of_nodes: String,
 }
 
 impl Sql {
@@ -139,6 +143,13 @@ impl Sql {
         Sql {
             text,
             select_memories: select,
+            select_bodies: format!(
+                "SELECT body::text, NULL::real[], NULL::real[] FROM {s}.memories"
+            ),
+            relations_of_nodes: format!(
+                "SELECT body::text FROM {s}.relations WHERE src = ANY($1) OR dst = ANY($1) \
+                 ORDER BY src, kind, dst"
+            ),
         }
     }
 

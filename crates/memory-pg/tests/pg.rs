@@ -157,6 +157,7 @@ conformance!(
     check_purge,
     check_relations,
     check_relation_rules,
+    check_batched_reads,
     check_concurrent_used,
     check_concurrent_mixed,
 );

@@ -40,6 +40,22 @@ pub trait MemoryBackend: Send + Sync {
     fn insert(&self, m: &Memory, audit: &[AuditEntry]) -> MemResult<()>;
     /// One memory.
     fn get(&self, id: &str) -> MemResult<Option<Memory>>;
+    /// Many memories in one read, in the order of `ids` (`None`: no such memory); with
+    /// `embeddings` false their `embedding` is left `None` (search holds the vectors in
+    /// its index and reads only the rest fresh).
+    fn get_many(&self, ids: &[&str], embeddings: bool) -> MemResult<Vec<Option<Memory>>> {
+        ids.iter()
+            .map(|id| {
+                let mut m = self.get(id)?;
+                if !embeddings {
+                    if let Some(m) = m.as_mut() {
+                        m.embedding = None;
+                    }
+                }
+                Ok(m)
+            })
+            .collect()
+    }
     /// Memories passing `filter`, in id order.
     fn list(&self, filter: &Filter) -> MemResult<Vec<Memory>>;
     /// Every memory id, in order.
@@ -56,6 +72,10 @@ pub trait MemoryBackend: Send + Sync {
     fn remove_relation(&self, from: &str, kind: RelKind, to: &str) -> MemResult<bool>;
     /// Relations that start or end at `node`.
     fn relations(&self, node: &str) -> MemResult<Vec<Relation>>;
+    /// [`MemoryBackend::relations`] of many nodes in one read, in the order of `nodes`.
+    fn relations_many(&self, nodes: &[&str]) -> MemResult<Vec<Vec<Relation>>> {
+        nodes.iter().map(|n| self.relations(n)).collect()
+    }
     /// Every relation of a kind.
     fn relations_of_kind(&self, kind: RelKind) -> MemResult<Vec<Relation>>;
 }

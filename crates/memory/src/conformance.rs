@@ -139,6 +139,7 @@ pub fn check_all(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
     check_purge(make);
     check_relations(make);
     check_relation_rules(make);
+    check_batched_reads(make);
     check_concurrent_used(make);
     check_concurrent_mixed(make);
 }
@@ -235,6 +236,70 @@ pub fn check_fields_roundtrip(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
             "trust {t:e} did not round-trip"
         );
     }
+}
+
+/// `get_many` and `relations_many` (search's one read per query) return what `get` and
+/// `relations` do, in the order asked, `None` / empty for unknown ids, and without
+/// vectors when asked (`check_purge` covers a purged memory's vector).
+pub fn check_batched_reads(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
+    let s = store(make);
+    let with_vector = NewMemory {
+        embedding: Some(vec![0.25, -1.5, 3.0e-8]),
+        ..text("has a vector")
+    };
+    let a = s.add(with_vector, "u", T0).unwrap();
+    let b = s.add(text("no vector"), "u", T0).unwrap();
+    let c = s.add(text("third"), "u", T0).unwrap();
+    s.link(&a.id, RelKind::Supersedes, &b.id, "u", T0).unwrap();
+    s.link(&c.id, RelKind::RelatedTo, &b.id, "u", T0).unwrap();
+    s.link(&a.id, RelKind::Mentions, "ent:concept:x", "u", T0)
+        .unwrap();
+    let be = s.backend();
+    let ask = [
+        c.id.as_str(),
+        "0000000000000000",
+        a.id.as_str(),
+        b.id.as_str(),
+    ];
+    let full = be.get_many(&ask, true).unwrap();
+    let singly: Vec<Option<Memory>> = ask.iter().map(|id| be.get(id).unwrap()).collect();
+    assert_eq!(full, singly);
+    assert!(full[1].is_none());
+    assert_eq!(full[2].as_ref().unwrap().embedding, a.embedding);
+    let lean = be.get_many(&ask, false).unwrap();
+    for (l, f) in lean.iter().zip(&full) {
+        let f = f.clone().map(|mut m| {
+            m.embedding = None;
+            m
+        });
+        assert_eq!(l, &f);
+    }
+    assert!(be.get_many(&[], true).unwrap().is_empty());
+    let nodes = [
+        a.id.as_str(),
+        "nobody",
+        b.id.as_str(),
+        "ent:concept:x",
+        c.id.as_str(),
+    ];
+    let many = be.relations_many(&nodes).unwrap();
+    assert_eq!(many.len(), nodes.len());
+    for (n, got) in nodes.iter().zip(&many) {
+        assert_eq!(
+            sorted_rels(got.clone()),
+            sorted_rels(be.relations(n).unwrap()),
+            "{n}"
+        );
+    }
+    assert!(many[1].is_empty());
+    // b: superseded by a, related to c; c: related to b.
+    assert_eq!((many[2].len(), many[4].len()), (2, 1), "{many:?}");
+}
+
+fn sorted_rels(v: Vec<Relation>) -> Vec<(String, RelKind, String)> {
+    let mut k = rel_keys(&v);
+    k.sort_by(|x, y| (&x.0, x.1.as_str(), &x.2).cmp(&(&y.0, y.1.as_str(), &y.2)));
+    k
 }
 
 /// `list` filters by status (active by default), tenant, project, session and kinds,

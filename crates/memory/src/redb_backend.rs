@@ -37,6 +37,12 @@ const AUDIT: TableDefinition<'static, (&'static str, u64), &'static [u8]> =
     TableDefinition::new("audit");
 const RELATIONS: TableDefinition<'static, Triple, &'static [u8]> =
     TableDefinition::new("relations");
+/// Memory id → its embedding (f32, little endian). Kept out of the memory's JSON so
+/// reading a memory without its vector (search's fresh reads) parses a few hundred bytes,
+/// not thousands; files written before this table hold the vector in the JSON, which
+/// still reads, and moves here on the memory's next update.
+const EMBEDDINGS: TableDefinition<'static, &'static str, &'static [u8]> =
+    TableDefinition::new("embeddings");
 const RELATIONS_TO: TableDefinition<'static, Triple, ()> = TableDefinition::new("relations_to");
 const RELATIONS_KIND: TableDefinition<'static, Triple, ()> = TableDefinition::new("relations_kind");
 
@@ -50,6 +56,73 @@ fn to_json<T: Serialize>(v: &T) -> MemResult<Vec<u8>> {
 
 fn from_json<T: DeserializeOwned>(what: &str, b: &[u8]) -> MemResult<T> {
     serde_json::from_slice(b).map_err(|e| MemoryError::Backend(format!("corrupt {what}: {e}")))
+}
+
+/// A memory as stored: its JSON without the embedding, and the embedding's bytes.
+fn encode_memory(m: &Memory) -> MemResult<(Vec<u8>, Option<Vec<u8>>)> {
+    let bytes = m
+        .embedding
+        .as_ref()
+        .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect());
+    let json = if m.embedding.is_some() {
+        to_json(&Memory {
+            embedding: None,
+            ..m.clone()
+        })?
+    } else {
+        to_json(m)?
+    };
+    Ok((json, bytes))
+}
+
+/// The memory in `body`, with its embedding from `embeddings` (when asked, and not in
+/// the JSON as files from before the embeddings table have it).
+fn decode_memory(
+    body: &[u8],
+    embeddings: Option<&redb::ReadOnlyTable<&'static str, &'static [u8]>>,
+) -> MemResult<Memory> {
+    let mut m: Memory = from_json("memory", body)?;
+    match embeddings {
+        Some(t) if m.embedding.is_none() => {
+            if let Some(v) = t.get(m.id.as_str()).map_err(be)? {
+                m.embedding = Some(decode_vector(&m.id, v.value())?);
+            }
+        }
+        None => m.embedding = None,
+        _ => {}
+    }
+    Ok(m)
+}
+
+fn decode_vector(id: &str, b: &[u8]) -> MemResult<Vec<f32>> {
+    if !b.len().is_multiple_of(4) {
+        return Err(MemoryError::Backend(format!(
+            "corrupt embedding of {id}: {} bytes, not a whole number of f32",
+            b.len()
+        )));
+    }
+    Ok(b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Write memory `m` (its JSON and its embedding, or no embedding row) in `txn`.
+fn put_memory(txn: &redb::WriteTransaction, m: &Memory) -> MemResult<()> {
+    let (json, vector) = encode_memory(m)?;
+    txn.open_table(MEMORIES)
+        .map_err(be)?
+        .insert(m.id.as_str(), json.as_slice())
+        .map_err(be)?;
+    let mut emb = txn.open_table(EMBEDDINGS).map_err(be)?;
+    match vector {
+        Some(v) => {
+            emb.insert(m.id.as_str(), v.as_slice()).map_err(be)?;
+        }
+        None => {
+            emb.remove(m.id.as_str()).map_err(be)?;
+        }
+    }
+    Ok(())
 }
 
 /// Memories in one redb file.
@@ -91,6 +164,7 @@ impl RedbBackend {
             })?;
         let txn = db.begin_write().map_err(be)?;
         txn.open_table(MEMORIES).map_err(be)?;
+        txn.open_table(EMBEDDINGS).map_err(be)?;
         txn.open_table(AUDIT).map_err(be)?;
         txn.open_table(RELATIONS).map_err(be)?;
         txn.open_table(RELATIONS_TO).map_err(be)?;
@@ -123,6 +197,17 @@ impl RedbBackend {
                     k.value()
                 )));
             }
+        }
+        let emb = txn.open_table(EMBEDDINGS).map_err(be)?;
+        for item in emb.iter().map_err(be)? {
+            let (k, v) = item.map_err(be)?;
+            if mems.get(k.value()).map_err(be)?.is_none() {
+                return Err(MemoryError::Backend(format!(
+                    "embedding of missing memory {}",
+                    k.value()
+                )));
+            }
+            decode_vector(k.value(), v.value())?;
         }
         let audit = txn.open_table(AUDIT).map_err(be)?;
         let mut last: Option<(String, u64)> = None;
@@ -203,6 +288,31 @@ impl RedbBackend {
         self.db.begin_read().map_err(be)
     }
 
+    /// The relations that start or end at `node`, read in `txn`.
+    fn relations_in(txn: &redb::ReadTransaction, node: &str) -> MemResult<Vec<Relation>> {
+        let mut out = Vec::new();
+        {
+            let rel = txn.open_table(RELATIONS).map_err(be)?;
+            for item in rel.range((node, "", "")..).map_err(be)? {
+                let (k, v) = item.map_err(be)?;
+                if k.value().0 != node {
+                    break;
+                }
+                out.push(from_json("relation", v.value())?);
+            }
+        }
+        // Incoming ones; a relation from `node` to itself was listed above.
+        out.extend(Self::relations_via(
+            txn,
+            RELATIONS_TO,
+            node,
+            |to, kind, from| {
+                (from != to).then(|| (from.to_string(), kind.to_string(), to.to_string()))
+            },
+        )?);
+        Ok(out)
+    }
+
     /// The relations behind the entries of `index` whose first part is `first`, read
     /// from the `relations` table; `key` turns an index key into a relation key (`None`:
     /// skip it).
@@ -264,16 +374,20 @@ impl MemoryBackend for RedbBackend {
     }
 
     fn insert(&self, m: &Memory, audit: &[AuditEntry]) -> MemResult<()> {
-        let json = to_json(m)?;
         self.write(|txn| {
-            let mut mems = txn.open_table(MEMORIES).map_err(be)?;
-            if mems.get(m.id.as_str()).map_err(be)?.is_some() {
+            let exists = txn
+                .open_table(MEMORIES)
+                .map_err(be)?
+                .get(m.id.as_str())
+                .map_err(be)?
+                .is_some();
+            if exists {
                 return Err(MemoryError::Conflict(format!(
                     "memory {} already exists",
                     m.id
                 )));
             }
-            mems.insert(m.id.as_str(), json.as_slice()).map_err(be)?;
+            put_memory(txn, m)?;
             let mut log = txn.open_table(AUDIT).map_err(be)?;
             append_audit(&mut log, &m.id, audit)?;
             Ok(((), true))
@@ -281,21 +395,35 @@ impl MemoryBackend for RedbBackend {
     }
 
     fn get(&self, id: &str) -> MemResult<Option<Memory>> {
+        Ok(self.get_many(&[id], true)?.pop().flatten())
+    }
+
+    fn get_many(&self, ids: &[&str], embeddings: bool) -> MemResult<Vec<Option<Memory>>> {
         let txn = self.read()?;
         let t = txn.open_table(MEMORIES).map_err(be)?;
-        let v = t.get(id).map_err(be)?;
-        v.map(|v| from_json("memory", v.value())).transpose()
+        let emb = txn.open_table(EMBEDDINGS).map_err(be)?;
+        let emb = embeddings.then_some(&emb);
+        ids.iter()
+            .map(|id| {
+                t.get(*id)
+                    .map_err(be)?
+                    .map(|v| decode_memory(v.value(), emb))
+                    .transpose()
+            })
+            .collect()
     }
 
     fn list(&self, filter: &Filter) -> MemResult<Vec<Memory>> {
         let txn = self.read()?;
         let t = txn.open_table(MEMORIES).map_err(be)?;
+        let emb = txn.open_table(EMBEDDINGS).map_err(be)?;
         let mut out = Vec::new();
         for item in t.iter().map_err(be)? {
             let (_, v) = item.map_err(be)?;
-            let m: Memory = from_json("memory", v.value())?;
+            // Filter before reading the vector.
+            let m = decode_memory(v.value(), None)?;
             if filter.matches(&m) {
-                out.push(m);
+                out.push(decode_memory(v.value(), Some(&emb))?);
             }
         }
         Ok(out)
@@ -313,15 +441,25 @@ impl MemoryBackend for RedbBackend {
 
     fn update(&self, id: &str, f: Update<'_>) -> MemResult<Memory> {
         self.write(|txn| {
-            let mut mems = txn.open_table(MEMORIES).map_err(be)?;
-            let current: Memory = match mems.get(id).map_err(be)? {
-                Some(v) => from_json("memory", v.value())?,
-                None => return Err(MemoryError::NotFound(id.to_string())),
+            let current: Memory = {
+                let mems = txn.open_table(MEMORIES).map_err(be)?;
+                let emb = txn.open_table(EMBEDDINGS).map_err(be)?;
+                let body = mems.get(id).map_err(be)?;
+                let Some(body) = body else {
+                    return Err(MemoryError::NotFound(id.to_string()));
+                };
+                let mut m: Memory = from_json("memory", body.value())?;
+                if m.embedding.is_none() {
+                    if let Some(v) = emb.get(id).map_err(be)? {
+                        m.embedding = Some(decode_vector(id, v.value())?);
+                    }
+                }
+                m
             };
             let (m, Some(entries)) = apply_update(id, &current, f)? else {
                 return Ok((current, false));
             };
-            mems.insert(id, to_json(&m)?.as_slice()).map_err(be)?;
+            put_memory(txn, &m)?;
             let mut log = txn.open_table(AUDIT).map_err(be)?;
             append_audit(&mut log, id, &entries)?;
             Ok((m, true))
@@ -380,28 +518,15 @@ impl MemoryBackend for RedbBackend {
     }
 
     fn relations(&self, node: &str) -> MemResult<Vec<Relation>> {
+        Ok(self.relations_many(&[node])?.pop().unwrap_or_default())
+    }
+
+    fn relations_many(&self, nodes: &[&str]) -> MemResult<Vec<Vec<Relation>>> {
         let txn = self.read()?;
-        let mut out = Vec::new();
-        {
-            let rel = txn.open_table(RELATIONS).map_err(be)?;
-            for item in rel.range((node, "", "")..).map_err(be)? {
-                let (k, v) = item.map_err(be)?;
-                if k.value().0 != node {
-                    break;
-                }
-                out.push(from_json("relation", v.value())?);
-            }
-        }
-        // Incoming ones; a relation from `node` to itself was listed above.
-        out.extend(Self::relations_via(
-            &txn,
-            RELATIONS_TO,
-            node,
-            |to, kind, from| {
-                (from != to).then(|| (from.to_string(), kind.to_string(), to.to_string()))
-            },
-        )?);
-        Ok(out)
+        nodes
+            .iter()
+            .map(|node| Self::relations_in(&txn, node))
+            .collect()
     }
 
     fn relations_of_kind(&self, kind: RelKind) -> MemResult<Vec<Relation>> {
@@ -409,5 +534,91 @@ impl MemoryBackend for RedbBackend {
         Self::relations_via(&txn, RELATIONS_KIND, kind.as_str(), |kind, from, to| {
             Some((from.to_string(), kind.to_string(), to.to_string()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(id: &str, embedding: Option<Vec<f32>>) -> Memory {
+        Memory {
+            id: id.into(),
+            text: "t".into(),
+            kind: crate::Kind::Fact,
+            scope: Default::default(),
+            source: String::new(),
+            created_at_ms: 1,
+            last_used_at_ms: 1,
+            use_counts: Default::default(),
+            trust: 0.5,
+            trust_at_ms: 1,
+            status: crate::Status::Active,
+            archived_at_ms: None,
+            occurred_at: None,
+            metadata: Default::default(),
+            embedding,
+        }
+    }
+
+    /// Files from before the embeddings table hold the vector in the memory's JSON: it
+    /// still reads (also without vectors, and in `list`), and moves to the table on the
+    /// memory's next update. New memories keep their JSON free of vectors.
+    #[test]
+    fn vectors_in_old_records_read_and_move_on_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = RedbBackend::open(&dir.path().join("m.redb")).unwrap();
+        let old = memory("00000000000000aa", Some(vec![1.0, -2.5]));
+        b.write(|txn| {
+            let json = to_json(&old)?;
+            txn.open_table(MEMORIES)
+                .map_err(be)?
+                .insert(old.id.as_str(), json.as_slice())
+                .map_err(be)?;
+            Ok(((), true))
+        })
+        .unwrap();
+        assert_eq!(b.get(&old.id).unwrap().unwrap(), old);
+        assert_eq!(
+            b.get_many(&[old.id.as_str()], false).unwrap()[0]
+                .as_ref()
+                .unwrap()
+                .embedding,
+            None
+        );
+        assert_eq!(b.list(&Filter::default()).unwrap(), vec![old.clone()]);
+        let body = |id: &str| -> String {
+            let txn = b.read().unwrap();
+            let t = txn.open_table(MEMORIES).unwrap();
+            let v = t.get(id).unwrap().unwrap();
+            String::from_utf8(v.value().to_vec()).unwrap()
+        };
+        assert!(body(&old.id).contains("-2.5"));
+        let updated = b
+            .update(&old.id, &mut |m| {
+                m.trust = 0.6;
+                Ok(Vec::new())
+            })
+            .unwrap();
+        assert_eq!(updated.embedding, old.embedding);
+        assert!(!body(&old.id).contains("-2.5"), "{}", body(&old.id));
+        assert_eq!(b.get(&old.id).unwrap().unwrap().embedding, old.embedding);
+        let new = memory("00000000000000bb", Some(vec![0.5]));
+        b.insert(&new, &[]).unwrap();
+        assert!(body(&new.id).contains("\"embedding\":null"));
+        assert_eq!(b.get(&new.id).unwrap().unwrap(), new);
+        b.verify().unwrap();
+        // A vector whose length is not whole f32s is a clear error.
+        b.write(|txn| {
+            txn.open_table(EMBEDDINGS)
+                .map_err(be)?
+                .insert(new.id.as_str(), [1u8, 2, 3].as_slice())
+                .map_err(be)?;
+            Ok(((), true))
+        })
+        .unwrap();
+        let err = b.get(&new.id).unwrap_err().to_string();
+        assert!(err.contains("corrupt embedding"), "{err}");
+        assert!(b.verify().is_err());
     }
 }

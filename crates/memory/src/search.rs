@@ -604,15 +604,20 @@ impl MemorySearcher {
         let mut hits: Vec<MemHit> = Vec::new();
         // Status and trust of the hits, for the relation rules.
         let mut fresh: HashMap<String, (Status, f64)> = HashMap::new();
-        for (i, rel) in scored {
-            let id = &idx.memories[i].id;
-            let Some(m) = self.store.backend().get(id)? else {
+        // One read for every candidate, without the vectors (the index has them).
+        let ids: Vec<&str> = scored
+            .iter()
+            .map(|&(i, _)| idx.memories[i].id.as_str())
+            .collect();
+        let records = self.store.backend().get_many(&ids, false)?;
+        for ((i, rel), m) in scored.into_iter().zip(records) {
+            let Some(mut m) = m else {
                 continue;
             };
             if !opts.filter.matches(&m) {
                 continue;
             }
-            let mut m = m;
+            m.embedding = idx.memories[i].embedding.clone();
             m.trust = trust::effective(&m, now_ms, self.store.config());
             if m.trust < self.store.config().archive_below && m.status == Status::Active {
                 continue; // would be archived by the next sweep
@@ -649,8 +654,9 @@ impl MemorySearcher {
         let mut superseded_by: HashMap<String, String> = HashMap::new();
         let mut partial_of: HashMap<String, String> = HashMap::new();
         let mut contradicts: Vec<(String, String)> = Vec::new();
-        for id in &ids {
-            for r in self.store.backend().relations(id)? {
+        let nodes: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for (id, rels) in ids.iter().zip(self.store.backend().relations_many(&nodes)?) {
+            for r in rels {
                 match r.kind {
                     RelKind::Supersedes if &r.to == id => {
                         // Only an active successor hides it.
