@@ -62,3 +62,22 @@ pub trait Reranker: Send + Sync {
     /// with one output give a probability in [0, 1] (the sigmoid of the logit).
     fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError>;
 }
+
+/// Dot product, written so the compiler vectorizes it (16 independent sums).
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let ca = a.chunks_exact(16);
+    let cb = b.chunks_exact(16);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}

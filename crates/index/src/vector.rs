@@ -16,6 +16,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
+pub use neuralcore_core::dot;
 use neuralcore_core::DocKey;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -127,25 +128,6 @@ impl Ord for Cand {
             .total_cmp(&other.0)
             .then_with(|| other.1.cmp(&self.1))
     }
-}
-
-/// Dot product, written so the compiler vectorizes it (16 independent sums).
-#[inline]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let ca = a.chunks_exact(16);
-    let cb = b.chunks_exact(16);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..16 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
 }
 
 /// Scale `v` to unit length; an all-zero vector stays zero.

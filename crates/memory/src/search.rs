@@ -345,7 +345,7 @@ impl Index {
     /// Cosine of memory `i` with the query vector (its embedding is normalised).
     fn cosine(&self, i: usize, q: &[f32]) -> Option<f32> {
         let v = self.memories[i].embedding.as_ref()?;
-        (v.len() == q.len()).then(|| v.iter().zip(q).map(|(a, b)| a * b).sum())
+        (v.len() == q.len()).then(|| neuralcore_core::dot(v, q))
     }
 
     /// The reranker's features of the top `depth` fused candidates, in fused order.

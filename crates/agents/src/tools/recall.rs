@@ -77,7 +77,7 @@ impl Tool for RecallTool {
             .iter()
             .map(|h| {
                 let (v, q) = (h.memory.embedding.as_ref()?, qv.as_ref()?);
-                (v.len() == q.len()).then(|| v.iter().zip(q).map(|(a, b)| a * b).sum())
+                (v.len() == q.len()).then(|| neuralcore_core::dot(v, q))
             })
             .collect();
         let ranks: Vec<usize> = (0..hits.len()).collect();
