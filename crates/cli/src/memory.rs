@@ -303,8 +303,11 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                 for nb in &found {
                     println!("{}: {} memories", nb.node, nb.memories.len());
                     for id in &nb.memories {
-                        if let Some(m) = store.backend().get(id)? {
-                            show(&m);
+                        // Trust as of now (decay included), as `memory get` shows it.
+                        match store.get(id, now) {
+                            Ok(m) => show(&m),
+                            Err(neuralcore_memory::MemoryError::NotFound(_)) => {}
+                            Err(e) => return Err(e.into()),
                         }
                     }
                     if !nb.related.is_empty() {

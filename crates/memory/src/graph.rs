@@ -290,13 +290,15 @@ pub fn neighbourhood(store: &MemoryStore, node: &str) -> MemResult<Neighbourhood
     rels.sort_by_key(|r| r.at_ms);
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
     // (memory, MENTIONS, node) is unique: each memory comes once.
-    for r in rels {
-        for o in store.relations(&r.from)? {
+    let mems: Vec<&str> = rels.iter().map(|r| r.from.as_str()).collect();
+    let theirs = store.backend().relations_many(&mems)?;
+    for (r, others) in rels.iter().zip(theirs) {
+        for o in others {
             if o.kind == RelKind::Mentions && o.from == r.from && o.to != node {
                 *counts.entry(o.to).or_default() += 1;
             }
         }
-        out.memories.push(r.from);
+        out.memories.push(r.from.clone());
     }
     let mut related: Vec<(String, usize)> = counts.into_iter().collect();
     related.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
