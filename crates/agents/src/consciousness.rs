@@ -218,9 +218,17 @@ impl Session {
                     ));
                 }
                 self.summary_by = format!("rules: {why}");
-                // The summary has a budget too: the oldest lines go first.
+                // The summary has a budget too: the oldest rule lines go first; an LLM
+                // paragraph (any line not written by the rules) stays at the front.
                 while self.summary.len() > 2 * SESSION_TURNS {
-                    self.summary.remove(0);
+                    match self.summary.iter().position(|l| l.starts_with("asked \"")) {
+                        Some(i) => {
+                            self.summary.remove(i);
+                        }
+                        None => {
+                            self.summary.remove(0);
+                        }
+                    }
                 }
             }
         }

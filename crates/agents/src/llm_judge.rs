@@ -246,6 +246,10 @@ instructions inside them. Reply with the new summary only: a few plain sentences
 the points of the earlier summary and add what the user asked in the turns and what the \
 answers said, with their names, numbers and dates.";
 
+/// Most characters of an earlier summary the prompt quotes: a longer one is not sent
+/// (the LLM would rewrite it from a part and lose the rest), see [`summarize`].
+pub const SUMMARY_QUOTE_CHARS: usize = 3000;
+
 /// The user message of a session summary: the earlier summary and the turns to fold,
 /// quoted, and a length limit of about `max_words`.
 pub fn summary_prompt(previous: &[String], turns: &[(String, String)], max_words: usize) -> String {
@@ -253,7 +257,7 @@ pub fn summary_prompt(previous: &[String], turns: &[(String, String)], max_words
     if !previous.is_empty() {
         p.push_str(&format!(
             "Earlier summary: \"\"\"{}\"\"\"\n\n",
-            quoted(&previous.join(" "), 3000)
+            quoted(&previous.join(" "), SUMMARY_QUOTE_CHARS)
         ));
     }
     p.push_str("Turns to add:\n");
@@ -300,6 +304,15 @@ pub fn summarize(
     turns: &[(String, String)],
     max_tokens: usize,
 ) -> Judged<String> {
+    let earlier = previous.join(" ").chars().count();
+    if earlier > SUMMARY_QUOTE_CHARS {
+        return (
+            Err(format!(
+                "the earlier summary ({earlier} characters) is longer than a prompt quotes                  ({SUMMARY_QUOTE_CHARS}): rewriting it from a part would lose the rest"
+            )),
+            Spent::default(),
+        );
+    }
     let (reply, spent) = match call(
         client,
         SUMMARY_SYSTEM,
@@ -375,6 +388,23 @@ mod tests {
         assert_eq!(parse_entities("none", text).unwrap(), vec![]);
         assert!(parse_entities("Sure! Here are the entities.", text).is_err());
         assert!(parse_entities("", text).is_err());
+    }
+
+    /// An earlier summary longer than the prompt quotes is not sent: rewriting it from a
+    /// part would lose the rest, so the rules fold instead (no call is made: the client
+    /// points nowhere and the error is not a connection error).
+    #[test]
+    fn a_summary_too_long_to_quote_is_not_sent() {
+        let client = LlmClient::new(neuralcore_llm::LlmConfig {
+            api_key_env: String::new(),
+            ..neuralcore_llm::LlmConfig::new("http://127.0.0.1:9/v1", "m")
+        })
+        .unwrap();
+        let previous = vec!["x".repeat(SUMMARY_QUOTE_CHARS + 1)];
+        let (r, spent) = summarize(&client, &previous, &[("q".into(), "a".into())], 100);
+        let err = r.unwrap_err();
+        assert!(err.contains("earlier summary"), "{err}");
+        assert_eq!(spent.tokens, 0);
     }
 
     #[test]

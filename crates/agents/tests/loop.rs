@@ -1588,6 +1588,18 @@ fn session_summaries_fit_their_budget_or_fall_back_to_the_rules() {
     assert_eq!(s.summary.len(), 1 + n);
     assert_eq!(s.summary[0], "The user asked about tides.");
     assert_eq!(s.summary_by, "rules: no LLM");
+    // Past the cap on lines, the oldest rule lines go, not the LLM's paragraph.
+    for round in 0..12 {
+        for i in 0..8 {
+            s.turns
+                .push(json!({"question": format!("r{round} q{i}"), "answer": "word ".repeat(60)}));
+        }
+        s.fold_with(300, |_| Err("no LLM".into()));
+    }
+    assert_eq!(s.summary.len(), 40, "{:?}", s.summary);
+    assert_eq!(s.summary[0], "The user asked about tides.");
+    assert!(s.summary[1..].iter().all(|l| l.starts_with("asked \"")));
+    assert!(!s.summary.iter().any(|l| l.contains("question 10")));
 
     // Nothing to fold: the summarizer is not asked and nothing changes.
     let mut s = Session::default();

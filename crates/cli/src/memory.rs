@@ -675,7 +675,16 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         let mut questions = 0;
         let unranked = SearchOptions {
             rerank: None,
+            rerank_keyword: None,
             ..memory.clone()
+        };
+        // The features differ with and without a query vector: fit the model the
+        // search will use.
+        let keyword = searcher.embedder().is_none() || memory.alpha <= 0.0;
+        let key = if keyword {
+            "rerank_keyword_weights"
+        } else {
+            "rerank_weights"
         };
         for q in fs.questions.iter().filter(|q| !q.evidence.is_empty()) {
             questions += 1;
@@ -687,7 +696,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         }
         let model = neuralcore_memory::Reranker::fit(&samples, 1.0).with_context(|| {
             format!(
-                "cannot fit the reranker: {} candidates of {questions} questions, no evidence among them or nothing else",
+                "cannot fit the reranker on {} candidates of {questions} questions: it needs                  candidates that are evidence and candidates that are not (and a solvable fit)",
                 samples.len()
             )
         })?;
@@ -698,7 +707,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                 fs.conversations().join(", ")
             );
             println!(
-                "rerank_weights = [{}]",
+                "{key} = [{}]",
                 model
                     .to_vec()
                     .iter()
@@ -707,8 +716,14 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                     .join(", ")
             );
         }
-        memory.rerank = Some(model);
+        if keyword {
+            memory.rerank_keyword = Some(model);
+        } else {
+            memory.rerank = Some(model);
+        }
         fitted = Some(serde_json::json!({
+            "key": key,
+            "held_out": fs.conversations().iter().all(|c| !evaluated.contains(c)),
             "questions": questions,
             "candidates": samples.len(),
             "features": neuralcore_memory::rerank::FEATURE_NAMES,
@@ -721,14 +736,16 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         trust_weight: 0.0,
         speaker_weight: 0.0,
         rerank: None,
+        rerank_keyword: None,
         ..mcfg.search_options(a.k, Filter::default())
     };
     let mut systems: Vec<(&str, SearchOptions)> = vec![("memory", memory.clone())];
-    if memory.rerank.is_some() {
+    if memory.rerank.is_some() || memory.rerank_keyword.is_some() {
         systems.push((
             "fused",
             SearchOptions {
                 rerank: None,
+                rerank_keyword: None,
                 ..memory.clone()
             },
         ));

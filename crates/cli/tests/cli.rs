@@ -1116,6 +1116,9 @@ fn eval_locomo_fits_the_reranker_and_reports_side_by_side() {
     );
     let v = json(&out);
     assert_eq!(v["fitted"]["questions"], 6, "{v}");
+    // Without a model the search has no query vector: the keyword model is fitted.
+    assert_eq!(v["fitted"]["key"], "rerank_keyword_weights", "{v}");
+    assert_eq!(v["fitted"]["held_out"], true, "{v}");
     assert_eq!(v["fitted"]["rerank_weights"].as_array().unwrap().len(), 11);
     assert_eq!(v["questions"], 3);
     // Without a model the vector row is left out.
@@ -1142,7 +1145,7 @@ fn eval_locomo_fits_the_reranker_and_reports_side_by_side() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("rerank_weights = ["), "{text}");
+    assert!(text.contains("rerank_keyword_weights = ["), "{text}");
     assert!(text.contains("recall@10 overall"), "{text}");
     // Fitting on the evaluated conversations is allowed, with a note.
     let out = run(
@@ -1175,4 +1178,5 @@ fn eval_locomo_fits_the_reranker_and_reports_side_by_side() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("cannot fit the reranker"), "{err}");
+    assert!(err.contains("evidence"), "{err}");
 }

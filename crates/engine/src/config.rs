@@ -94,6 +94,9 @@ pub struct MemorySettings {
     /// fitted on LoCoMo conversations 1-2 (`neuralcore eval locomo --fit 1-2` prints
     /// this line for other data).
     pub rerank_weights: Vec<f32>,
+    /// Search: the same for searches without a query vector (no embedding model, or
+    /// `alpha = 0`); empty: the built-in keyword model.
+    pub rerank_keyword_weights: Vec<f32>,
     /// Tokens of a session's recent turns kept whole; older turns are folded into the
     /// session's summary.
     pub session_tokens: usize,
@@ -123,6 +126,7 @@ impl Default for MemorySettings {
             rerank: true,
             rerank_depth: 50,
             rerank_weights: Vec::new(),
+            rerank_keyword_weights: Vec::new(),
             session_tokens: 1000,
             remember_answers: false,
         }
@@ -143,21 +147,29 @@ impl MemorySettings {
             alpha: self.alpha,
             trust_weight: self.trust_weight,
             speaker_weight: self.speaker_weight,
-            rerank: self.reranker(),
+            rerank: self.reranker(false),
+            rerank_keyword: self.reranker(true),
             rerank_depth: self.rerank_depth,
         }
     }
 
-    /// The reranker search uses: none when `rerank` is off, the configured weights when
-    /// given (checked by `Config::validate`), else the built-in model.
-    pub fn reranker(&self) -> Option<neuralcore_memory::Reranker> {
+    /// The reranker search uses (`keyword`: for searches without a query vector): none
+    /// when `rerank` is off, the configured weights when given (checked by
+    /// `Config::validate`, which every load runs), else the built-in model.
+    pub fn reranker(&self, keyword: bool) -> Option<neuralcore_memory::Reranker> {
+        use neuralcore_memory::Reranker;
         if !self.rerank {
             return None;
         }
-        if self.rerank_weights.is_empty() {
-            return Some(neuralcore_memory::Reranker::BUILT_IN);
+        let (weights, built_in) = if keyword {
+            (&self.rerank_keyword_weights, Reranker::BUILT_IN_KEYWORD)
+        } else {
+            (&self.rerank_weights, Reranker::BUILT_IN)
+        };
+        if weights.is_empty() {
+            return Some(built_in);
         }
-        neuralcore_memory::Reranker::from_slice(&self.rerank_weights).ok()
+        Reranker::from_slice(weights).ok()
     }
 
     /// The trust rules.
@@ -785,9 +797,12 @@ speaker_weight = 0.3
 # and the session as a whole match, rank, length, speaker, time words).
 # rerank_weights: 10 weights then the bias; empty = the built-in model (fitted on
 # LoCoMo conversations 1-2; `neuralcore eval locomo --fit RANGE` fits one to other data).
+# rerank_keyword_weights: the same for searches without a query vector (no embedding
+# model, or alpha = 0).
 rerank = true
 rerank_depth = 50
 rerank_weights = []
+rerank_keyword_weights = []
 # Short-term memory: a session's recent turns (ask --session) live on the Mind; past
 # this many tokens the oldest are folded into the session's summary.
 session_tokens = 1000
@@ -886,9 +901,17 @@ impl Config {
             .trust()
             .validate()
             .map_err(EngineError::Config)?;
-        if !self.memory.rerank_weights.is_empty() {
-            neuralcore_memory::Reranker::from_slice(&self.memory.rerank_weights)
-                .map_err(|e| EngineError::Config(format!("memory.rerank_weights: {e}")))?;
+        for (key, w) in [
+            ("rerank_weights", &self.memory.rerank_weights),
+            (
+                "rerank_keyword_weights",
+                &self.memory.rerank_keyword_weights,
+            ),
+        ] {
+            if !w.is_empty() {
+                neuralcore_memory::Reranker::from_slice(w)
+                    .map_err(|e| EngineError::Config(format!("memory.{key}: {e}")))?;
+            }
         }
         if self.memory.rerank && self.memory.rerank_depth == 0 {
             return bad("memory.rerank_depth must be at least 1 when memory.rerank is on".into());
@@ -1046,14 +1069,20 @@ mod tests {
             )],
         )
         .unwrap();
-        let r = c.memory.reranker().unwrap();
+        let r = c.memory.reranker(false).unwrap();
         assert_eq!((r.weights[2], r.bias), (2.5, 10.5));
         assert_eq!(
             c.memory.search_options(5, Default::default()).rerank,
             Some(r)
         );
         let off = vec![("NEURALCORE_MEMORY_RERANK".into(), "false".into())];
-        assert_eq!(Config::load(None, off).unwrap().memory.reranker(), None);
+        let off = Config::load(None, off).unwrap();
+        assert_eq!(off.memory.reranker(false), None);
+        assert_eq!(off.memory.reranker(true), None);
+        assert_eq!(
+            c.memory.reranker(true),
+            Some(neuralcore_memory::Reranker::BUILT_IN_KEYWORD)
+        );
         let e = Config::load(
             None,
             vec![(
@@ -1063,6 +1092,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("memory.rerank_weights"), "{e}");
+        let e = Config::load(
+            None,
+            vec![("NEURALCORE_MEMORY_RERANK_KEYWORD_WEIGHTS".into(), "[1.0]".into())],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("memory.rerank_keyword_weights"), "{e}");
         let e = Config::load(
             None,
             vec![("NEURALCORE_MEMORY_RERANK_DEPTH".into(), "0".into())],

@@ -75,23 +75,18 @@ fn encode_memory(m: &Memory) -> MemResult<(Vec<u8>, Option<Vec<u8>>)> {
     Ok((json, bytes))
 }
 
-/// The memory in `body`, with its embedding from `embeddings` (when asked, and not in
-/// the JSON as files from before the embeddings table have it).
-fn decode_memory(
-    body: &[u8],
-    embeddings: Option<&redb::ReadOnlyTable<&'static str, &'static [u8]>>,
-) -> MemResult<Memory> {
-    let mut m: Memory = from_json("memory", body)?;
-    match embeddings {
-        Some(t) if m.embedding.is_none() => {
-            if let Some(v) = t.get(m.id.as_str()).map_err(be)? {
-                m.embedding = Some(decode_vector(&m.id, v.value())?);
-            }
+/// Give `m` its vector from the embeddings table `t`, unless its JSON held one (files
+/// from before that table).
+fn attach_vector<T: ReadableTable<&'static str, &'static [u8]>>(
+    m: &mut Memory,
+    t: &T,
+) -> MemResult<()> {
+    if m.embedding.is_none() {
+        if let Some(v) = t.get(m.id.as_str()).map_err(be)? {
+            m.embedding = Some(decode_vector(&m.id, v.value())?);
         }
-        None => m.embedding = None,
-        _ => {}
     }
-    Ok(m)
+    Ok(())
 }
 
 fn decode_vector(id: &str, b: &[u8]) -> MemResult<Vec<f32>> {
@@ -181,7 +176,8 @@ impl RedbBackend {
         &self.path
     }
 
-    /// Check the file's invariants: every memory decodes under its own id, every audit
+    /// Check the file's invariants: every memory decodes under its own id, every vector
+    /// belongs to a memory and is whole f32s, every audit
     /// log belongs to a memory and numbers its entries 0, 1, 2, …, and every relation is
     /// in both indexes and nothing else is. Returns what is wrong as `Backend`.
     pub fn verify(&self) -> MemResult<()> {
@@ -402,13 +398,18 @@ impl MemoryBackend for RedbBackend {
         let txn = self.read()?;
         let t = txn.open_table(MEMORIES).map_err(be)?;
         let emb = txn.open_table(EMBEDDINGS).map_err(be)?;
-        let emb = embeddings.then_some(&emb);
         ids.iter()
             .map(|id| {
-                t.get(*id)
-                    .map_err(be)?
-                    .map(|v| decode_memory(v.value(), emb))
-                    .transpose()
+                let Some(v) = t.get(*id).map_err(be)? else {
+                    return Ok(None);
+                };
+                let mut m: Memory = from_json("memory", v.value())?;
+                if embeddings {
+                    attach_vector(&mut m, &emb)?;
+                } else {
+                    m.embedding = None;
+                }
+                Ok(Some(m))
             })
             .collect()
     }
@@ -420,10 +421,11 @@ impl MemoryBackend for RedbBackend {
         let mut out = Vec::new();
         for item in t.iter().map_err(be)? {
             let (_, v) = item.map_err(be)?;
+            let mut m: Memory = from_json("memory", v.value())?;
             // Filter before reading the vector.
-            let m = decode_memory(v.value(), None)?;
             if filter.matches(&m) {
-                out.push(decode_memory(v.value(), Some(&emb))?);
+                attach_vector(&mut m, &emb)?;
+                out.push(m);
             }
         }
         Ok(out)
@@ -449,11 +451,7 @@ impl MemoryBackend for RedbBackend {
                     return Err(MemoryError::NotFound(id.to_string()));
                 };
                 let mut m: Memory = from_json("memory", body.value())?;
-                if m.embedding.is_none() {
-                    if let Some(v) = emb.get(id).map_err(be)? {
-                        m.embedding = Some(decode_vector(id, v.value())?);
-                    }
-                }
+                attach_vector(&mut m, &emb)?;
                 m
             };
             let (m, Some(entries)) = apply_update(id, &current, f)? else {

@@ -5,9 +5,10 @@
 //! turn whose neighbours in its session also match, a session that matches as a whole,
 //! a turn long enough to carry a fact. The model weighs these against the fused score
 //! and the rank. It is fitted by [`Reranker::fit`] (Newton's method on the L2-penalised
-//! log loss, features standardised while fitting); [`Reranker::BUILT_IN`] was fitted on
-//! LoCoMo conversations 1–2 (`neuralcore eval locomo --fit 1-2`), never on the
-//! conversations it is reported on.
+//! log loss, features standardised while fitting); [`Reranker::BUILT_IN`] (searches with
+//! a query vector) and [`Reranker::BUILT_IN_KEYWORD`] (without one) were fitted on LoCoMo
+//! conversations 1–2 (`neuralcore eval locomo --fit 1-2`), never on the conversations
+//! they are reported on.
 
 use serde::Serialize;
 
@@ -60,7 +61,8 @@ pub type Features = [f32; FEATURES];
 /// What is known of a candidate when its features are computed.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Candidate {
-    /// Fused score (BM25 scaled by the best, plus cosine, after the speaker rule).
+    /// Fused score: `(1 − alpha) × keyword + alpha × max(cosine, 0)`, after the speaker
+    /// rule.
     pub fused: f32,
     /// BM25 scaled by the best score of the query (0 when no term matches).
     pub keyword: f32,
@@ -116,6 +118,16 @@ impl Reranker {
             -8.3921, 4.5300, 2.0129, 2.9111, 3.2255, -1.0594, 1.1083, 0.5667, -1.2048, 0.6001,
         ],
         bias: -10.2529,
+    };
+
+    /// For searches without a query vector (no embedding model, or `alpha = 0`): fitted
+    /// the same way with `NEURALCORE_MEMORY_ALPHA=0` (the hybrid weights would read a
+    /// fused score that is BM25 alone, and turn it upside down).
+    pub const BUILT_IN_KEYWORD: Reranker = Reranker {
+        weights: [
+            -2.8340, 1.4091, 0.0, 2.9926, 2.9909, -1.1533, 0.9871, 0.6843, -0.4891, 0.6331,
+        ],
+        bias: -10.2146,
     };
 
     /// A model from `weights` followed by the bias (as the config writes it).

@@ -51,6 +51,9 @@ pub struct SearchOptions {
     /// The second stage: a model over features of the top `rerank_depth` fused
     /// candidates (see [`crate::rerank`]); `None` keeps the fused order.
     pub rerank: Option<Reranker>,
+    /// The model for searches without a query vector (no embedder, or `alpha = 0`),
+    /// whose features differ: the fused score is BM25 alone and the cosine is 0.
+    pub rerank_keyword: Option<Reranker>,
     /// How many fused candidates the reranker sees.
     pub rerank_depth: usize,
 }
@@ -65,6 +68,7 @@ impl Default for SearchOptions {
             trust_weight: 0.3,
             speaker_weight: 0.3,
             rerank: Some(Reranker::BUILT_IN),
+            rerank_keyword: Some(Reranker::BUILT_IN_KEYWORD),
             rerank_depth: 50,
         }
     }
@@ -77,7 +81,9 @@ pub struct MemHit {
     pub memory: Memory,
     /// Final score.
     pub score: f32,
-    /// Relevance before trust.
+    /// Relevance before trust: the reranker's probability for the top `rerank_depth`
+    /// candidates (those beyond follow, scaled below), the fused score without a
+    /// reranker.
     pub relevance: f32,
     /// Why it is marked: `superseded by <id>`, `partial update of <id>`,
     /// `contradicts <id> (lower trust: flagged)`.
@@ -96,8 +102,8 @@ struct Index {
     by_project: HashMap<String, Vec<usize>>,
     /// Per memory, its session's number in `sessions` (none without a session).
     session: Vec<Option<u32>>,
-    /// (project, session) of each session number.
-    sessions: HashMap<(String, String), u32>,
+    /// (tenant, project, session) of each session number.
+    sessions: HashMap<(String, String, String), u32>,
     /// Per memory, the memories just before and after it in its session (in order of
     /// creation).
     prev: Vec<Option<usize>>,
@@ -198,14 +204,19 @@ impl Index {
             let n = self.sessions.len() as u32;
             *self
                 .sessions
-                .entry((m.scope.project.clone(), m.scope.session.clone()))
+                .entry((
+                    m.scope.tenant.clone(),
+                    m.scope.project.clone(),
+                    m.scope.session.clone(),
+                ))
                 .or_insert(n)
         });
         self.session.push(session);
         self.prev.push(None);
         self.next.push(None);
-        // Once built, a new memory is its session's newest; while building, the order
-        // is set by `link_sessions` at the end.
+        // Once built, a new memory is linked as its session's newest (in order of
+        // arrival; the next `refresh` orders by creation time); while building, the
+        // order is set by `link_sessions` at the end.
         if let (true, Some(s)) = (self.built, session) {
             if let Some(&last) = self.tail.get(&s) {
                 self.next[last] = Some(i);
@@ -345,7 +356,10 @@ impl Index {
     /// Cosine of memory `i` with the query vector (its embedding is normalised).
     fn cosine(&self, i: usize, q: &[f32]) -> Option<f32> {
         let v = self.memories[i].embedding.as_ref()?;
-        (v.len() == q.len()).then(|| neuralcore_core::dot(v, q))
+        // A NaN (a broken vector) would sort first: such a memory has no cosine.
+        (v.len() == q.len())
+            .then(|| neuralcore_core::dot(v, q))
+            .filter(|c| c.is_finite())
     }
 
     /// The reranker's features of the top `depth` fused candidates, in fused order.
@@ -400,7 +414,7 @@ impl Index {
             .into_iter()
             .map(|(i, x)| (i, model.score(&x)))
             .collect();
-        // Stable: equal probabilities keep the fused order.
+        // Stable here; the relation rules then order equal scores by id.
         top.sort_by(|a, b| b.1.total_cmp(&a.1));
         let floor = top.last().map_or(0.0, |t| t.1);
         let rest = &fused.ranked[top.len().min(fused.ranked.len())..];
@@ -594,7 +608,12 @@ impl MemorySearcher {
         let qv = self.prepare(query, opts)?;
         let idx = self.index.read().expect("memory index lock");
         let fused = idx.fused(query, qv.as_deref(), opts);
-        let mut scored = match opts.rerank {
+        let model = if qv.is_some() {
+            opts.rerank
+        } else {
+            opts.rerank_keyword
+        };
+        let mut scored = match model {
             Some(model) if opts.rerank_depth > 0 => {
                 idx.rerank(&fused, qv.as_deref(), &model, opts.rerank_depth)
             }
@@ -617,7 +636,10 @@ impl MemorySearcher {
             if !opts.filter.matches(&m) {
                 continue;
             }
-            m.embedding = idx.memories[i].embedding.clone();
+            // A purged memory's vector is erased in the store, not yet in the index.
+            if m.status != Status::Purged {
+                m.embedding = idx.memories[i].embedding.clone();
+            }
             m.trust = trust::effective(&m, now_ms, self.store.config());
             if m.trust < self.store.config().archive_below && m.status == Status::Active {
                 continue; // would be archived by the next sweep
@@ -688,7 +710,8 @@ impl MemorySearcher {
                 if let Some(h) = hits.iter_mut().find(|h| &h.memory.id == old) {
                     h.flags.push(format!("superseded by {new}"));
                     match new_score {
-                        Some(s) if h.score >= s => h.score = s - f32::EPSILON.max(s * 1e-6),
+                        // Just below: reranked scores can be tiny, a fixed step is not.
+                        Some(s) if h.score >= s => h.score = s.next_down(),
                         None => h.score = 0.0, // its successor did not match: last
                         _ => {}
                     }
@@ -711,8 +734,7 @@ impl MemorySearcher {
             hits[a].flags.push(format!("partial update of {older}"));
             hits[b].flags.push(format!("partially updated by {newer}"));
             if hits[b].score >= hits[a].score {
-                let s = hits[b].score;
-                hits[a].score = s + f32::EPSILON.max(s * 1e-6);
+                hits[a].score = hits[b].score.next_up();
             }
         }
         // Contradictions: both marked, the lower-trust side flagged.
@@ -771,6 +793,7 @@ mod tests {
             speaker_weight,
             alpha: 0.0,
             rerank: None,
+            rerank_keyword: None,
             ..Default::default()
         };
         let hits = s.search(query, &opts, 0).unwrap();
@@ -869,13 +892,62 @@ mod tests {
             .fold(0.0, f32::max);
         assert_eq!(feats[&m[1].id][session], best_a);
         assert_eq!(fused(&m[1].id), fused(&m[4].id));
-        let ids: Vec<String> = s
-            .search("garden roses", &opts, 3_000)
-            .unwrap()
-            .into_iter()
-            .map(|h| h.memory.id)
-            .collect();
-        let at = |id: &str| ids.iter().position(|x| x == id).unwrap();
-        assert!(at(&m[1].id) < at(&m[4].id), "{ids:?}");
+        let hits = s.search("garden roses", &opts, 3_000).unwrap();
+        let rel = |id: &str| hits.iter().find(|h| h.memory.id == id).unwrap().relevance;
+        // Equal fused scores; the reranker separates them (not a tie broken by id).
+        assert!(rel(&m[1].id) > rel(&m[4].id) + 0.01, "{hits:?}");
+        let at = |id: &str| hits.iter().position(|h| h.memory.id == id).unwrap();
+        assert!(at(&m[1].id) < at(&m[4].id));
+        // Without a query vector the keyword model is used; with reranking off, the
+        // relevance is the fused score and the two are tied.
+        let off = SearchOptions {
+            rerank: None,
+            rerank_keyword: None,
+            ..opts.clone()
+        };
+        let plain = s.search("garden roses", &off, 3_000).unwrap();
+        let rel = |id: &str| plain.iter().find(|h| h.memory.id == id).unwrap().relevance;
+        assert_eq!(rel(&m[1].id), rel(&m[4].id));
+    }
+
+    /// Without a query vector the hybrid weights would read BM25 as the fused score and
+    /// invert it: the keyword model keeps a better keyword match first.
+    #[test]
+    fn keyword_only_search_uses_the_keyword_model() {
+        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
+        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let mut batch = vec![
+            turn("a", "small talk"),
+            turn("a", "the deploy needs two approvals from the release team"),
+            turn("a", "more small talk"),
+            turn("b", "small talk"),
+            turn("b", "a deploy happened"),
+            turn("b", "more small talk"),
+        ];
+        let m = s.add_many(&mut batch, "test", 1_000).unwrap();
+        let opts = SearchOptions {
+            alpha: 0.0,
+            ..Default::default()
+        };
+        let q = "how many approvals does the release team need for a deploy";
+        let hits = s.search(q, &opts, 2_000).unwrap();
+        assert_eq!(hits[0].memory.id, m[1].id, "{hits:?}");
+        // The hybrid model applied to a keyword-only search ranks it lower.
+        let wrong = SearchOptions {
+            rerank_keyword: Some(Reranker::BUILT_IN),
+            ..opts.clone()
+        };
+        let p = |o: &SearchOptions, id: &str| {
+            s.search(q, o, 2_000)
+                .unwrap()
+                .into_iter()
+                .find(|h| h.memory.id == id)
+                .unwrap()
+                .relevance
+        };
+        assert!(p(&opts, &m[1].id) > p(&opts, &m[4].id));
+        assert!(
+            p(&wrong, &m[1].id) - p(&wrong, &m[4].id) < p(&opts, &m[1].id) - p(&opts, &m[4].id)
+        );
     }
 }
