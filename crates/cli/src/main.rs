@@ -308,8 +308,10 @@ enum EvalCommand {
     /// over the same memories, and latency.
     ///
     /// With --fit, the memory reranker is first fitted to the questions of other
-    /// conversations, its weights printed (a `rerank_weights` line for [memory]), and
-    /// used for the `memory` row.
+    /// conversations, its weights printed (a `rerank_weights` line for [memory], or
+    /// `rerank_keyword_weights` when the search has no query vector), and used for the
+    /// `memory` row. The fit conversations are stored too, so BM25's statistics (and
+    /// the memory count) differ from a run without --fit.
     Locomo {
         /// The data set (../shared/data/locomo).
         path: PathBuf,

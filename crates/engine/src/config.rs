@@ -1094,10 +1094,16 @@ mod tests {
         assert!(e.to_string().contains("memory.rerank_weights"), "{e}");
         let e = Config::load(
             None,
-            vec![("NEURALCORE_MEMORY_RERANK_KEYWORD_WEIGHTS".into(), "[1.0]".into())],
+            vec![(
+                "NEURALCORE_MEMORY_RERANK_KEYWORD_WEIGHTS".into(),
+                "[1.0]".into(),
+            )],
         )
         .unwrap_err();
-        assert!(e.to_string().contains("memory.rerank_keyword_weights"), "{e}");
+        assert!(
+            e.to_string().contains("memory.rerank_keyword_weights"),
+            "{e}"
+        );
         let e = Config::load(
             None,
             vec![("NEURALCORE_MEMORY_RERANK_DEPTH".into(), "0".into())],
