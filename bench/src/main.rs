@@ -41,7 +41,7 @@ const USAGE: &str = "usage:
   nc-bench vectors --data-dir DIR --queries FILE [--collection C] [--model-dir DIR]
                    [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
   nc-bench agents-reload [-n 20] [--every-ms 100]
-  nc-bench memory [--locomo FILE] [--model DIR] [--total 6000] [--pairs 1000] [--backend memory|redb]
+  nc-bench memory [--locomo FILE] [--model DIR] [--total 6000] [--pairs 1000] [--backend memory|redb|postgres] [--pg-url URL]
   nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]

@@ -4,8 +4,9 @@
 //! - `--locomo FILE`: every LoCoMo turn becomes a memory (speaker, session; plus
 //!   generated filler memories up to `--total`), then search latency p50/p95 over the QA
 //!   questions, warm. `--backend redb` stores them in the embedded default (a redb file in
-//!   a temporary folder) instead of in memory: search reads each candidate's fresh record
-//!   and relations from the backend.
+//!   a temporary folder) instead of in memory, `--backend postgres` in a fresh schema of
+//!   the server at `--pg-url` (default: `NEURALCORE_TEST_PG_URL`), dropped at the end:
+//!   search reads its candidates' fresh records and relations from the backend.
 //! - Supersede: `--pairs N` generated pairs where the old memory is the closer match to
 //!   the query and the new one SUPERSEDES it; counts how often the old one ranks above
 //!   the new (target 0), and how often the new one is found at all.
@@ -40,6 +41,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
     let mut total = 6000usize;
     let mut pairs = 1000usize;
     let mut backend = "memory".to_string();
+    let mut pg_url = std::env::var("NEURALCORE_TEST_PG_URL").unwrap_or_default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
@@ -49,6 +51,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
             "--total" => total = v.parse().map_err(|e| format!("--total: {e}"))?,
             "--pairs" => pairs = v.parse().map_err(|e| format!("--pairs: {e}"))?,
             "--backend" => backend = v.clone(),
+            "--pg-url" => pg_url = v.clone(),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -59,13 +62,32 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
     if let Some(path) = &locomo {
         let set = neuralcore_eval::load_locomo(path, None).map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut pg: Option<Arc<neuralcore_memory_pg::PgBackend>> = None;
         let store_backend: Arc<dyn neuralcore_memory::MemoryBackend> = match backend.as_str() {
             "memory" => Arc::new(InMemoryBackend::new()),
             "redb" => Arc::new(
                 neuralcore_memory::RedbBackend::open(&dir.path().join("memory.redb"))
                     .map_err(|e| e.to_string())?,
             ),
-            other => return Err(format!("--backend must be memory or redb (got {other})")),
+            "postgres" => {
+                if pg_url.is_empty() {
+                    return Err(
+                        "--backend postgres needs --pg-url (or NEURALCORE_TEST_PG_URL)".into(),
+                    );
+                }
+                let schema = format!("nc_bench_{}", std::process::id());
+                let b = Arc::new(
+                    neuralcore_memory_pg::PgBackend::connect(&pg_url, &schema)
+                        .map_err(|e| e.to_string())?,
+                );
+                pg = Some(b.clone());
+                b
+            }
+            other => {
+                return Err(format!(
+                    "--backend must be memory, redb or postgres (got {other})"
+                ))
+            }
         };
         let store = Arc::new(
             MemoryStore::new(store_backend, TrustConfig::default()).map_err(|e| e.to_string())?,
@@ -162,6 +184,9 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
                 "embed_query_p50_ms": pct(&emb_ms, 50.0),
             })
         );
+        if let Some(pg) = pg {
+            pg.drop_schema().map_err(|e| e.to_string())?;
+        }
     }
 
     // Adversarial supersede pairs.

@@ -386,13 +386,12 @@ impl MemoryBackend for PgBackend {
     }
 
     fn get_many(&self, ids: &[&str], embeddings: bool) -> MemResult<Vec<Option<Memory>>> {
-        let select = if embeddings {
-            &self.sql.select_memories
+        let q = if embeddings {
+            Q::GetMany
         } else {
-            &self.sql.select_bodies
+            Q::GetManyBodies
         };
-        let q = format!("{select} WHERE id = ANY($1)");
-        let rows = self.read(|c| c.client.query(q.as_str(), &[&ids]).map_err(|e| self.err(e)))?;
+        let rows = self.rows(q, &[&ids])?;
         let by_id: std::collections::HashMap<String, Memory> = rows
             .iter()
             .map(|r| decode(r).map(|m| (m.id.clone(), m)))
@@ -499,10 +498,7 @@ impl MemoryBackend for PgBackend {
     }
 
     fn relations_many(&self, nodes: &[&str]) -> MemResult<Vec<Vec<Relation>>> {
-        let q = self.sql.relations_of_nodes.as_str();
-        let all = decode_relations(
-            self.read(|c| c.client.query(q, &[&nodes]).map_err(|e| self.err(e)))?,
-        )?;
+        let all = decode_relations(self.rows(Q::RelNodes, &[&nodes])?)?;
         Ok(nodes
             .iter()
             .map(|n| {

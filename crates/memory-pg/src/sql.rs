@@ -68,10 +68,13 @@ pub(crate) enum Q {
     RelRemove,
     RelNode,
     RelKind,
+    GetMany,
+    GetManyBodies,
+    RelNodes,
 }
 
 impl Q {
-    pub(crate) const COUNT: usize = 11;
+    pub(crate) const COUNT: usize = 14;
 }
 
 /// The statements for one schema.
@@ -81,10 +84,6 @@ pub(crate) struct Sql {
     /// Start of a `SELECT` of memory rows (body, embedding, other embedding) up to the
     /// `FROM`; `list` adds its `WHERE`.
     pub(crate) select_memories: String,
-    /// `SELECT` of memories without their embeddings (same columns, NULL vectors).
-    pub(crate) select_bodies: String,
-    /// Relations that start or end at any of `$1` (a text array).
-    pub(crate) relations_of_nodes: String,
 }
 
 impl Sql {
@@ -139,17 +138,22 @@ impl Sql {
             ),
             // RelKind
             format!("SELECT body::text FROM {s}.relations WHERE kind = $1 ORDER BY src, dst"),
+            // GetMany
+            format!("{select} WHERE id = ANY($1)"),
+            // GetManyBodies: the same without the vectors.
+            format!(
+                "SELECT body::text, NULL::real[], NULL::real[] FROM {s}.memories \
+                 WHERE id = ANY($1)"
+            ),
+            // RelNodes
+            format!(
+                "SELECT body::text FROM {s}.relations WHERE src = ANY($1) OR dst = ANY($1) \
+                 ORDER BY src, kind, dst"
+            ),
         ];
         Sql {
             text,
             select_memories: select,
-            select_bodies: format!(
-                "SELECT body::text, NULL::real[], NULL::real[] FROM {s}.memories"
-            ),
-            relations_of_nodes: format!(
-                "SELECT body::text FROM {s}.relations WHERE src = ANY($1) OR dst = ANY($1) \
-                 ORDER BY src, kind, dst"
-            ),
         }
     }
 
