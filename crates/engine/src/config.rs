@@ -150,6 +150,7 @@ impl MemorySettings {
             rerank: self.reranker(false),
             rerank_keyword: self.reranker(true),
             rerank_depth: self.rerank_depth,
+            query_vector: None,
         }
     }
 

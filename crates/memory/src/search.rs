@@ -56,6 +56,10 @@ pub struct SearchOptions {
     pub rerank_keyword: Option<Reranker>,
     /// How many fused candidates the reranker sees.
     pub rerank_depth: usize,
+    /// The query's embedding when the caller already has it (the loop embeds a question
+    /// once, through the engine's cache, for documents and memories alike); `None`: the
+    /// searcher embeds the query with its own model. Used only when `alpha > 0`.
+    pub query_vector: Option<Vec<f32>>,
 }
 
 impl Default for SearchOptions {
@@ -70,6 +74,7 @@ impl Default for SearchOptions {
             rerank: Some(Reranker::BUILT_IN),
             rerank_keyword: Some(Reranker::BUILT_IN_KEYWORD),
             rerank_depth: 50,
+            query_vector: None,
         }
     }
 }
@@ -577,8 +582,14 @@ impl MemorySearcher {
             return Err(MemoryError::Invalid("the query is empty".into()));
         }
         self.ensure()?;
+        if opts.alpha <= 0.0 {
+            return Ok(None);
+        }
+        if let Some(v) = &opts.query_vector {
+            return Ok(Some(v.clone()));
+        }
         Ok(match &self.embedder {
-            Some(e) if opts.alpha > 0.0 => Some(
+            Some(e) => Some(
                 e.embed_query(query)
                     .map_err(|err| MemoryError::Backend(format!("embedding: {err}")))?,
             ),
@@ -908,6 +919,32 @@ mod tests {
         let plain = s.search("garden roses", &off, 3_000).unwrap();
         let rel = |id: &str| plain.iter().find(|h| h.memory.id == id).unwrap().relevance;
         assert_eq!(rel(&m[1].id), rel(&m[4].id));
+    }
+
+    /// A query vector the caller passes is used as is, also by a searcher without a
+    /// model (the loop embeds a question once for documents and memories).
+    #[test]
+    fn a_given_query_vector_is_used() {
+        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
+        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let with = |text: &str, v: Vec<f32>| NewMemory {
+            text: text.into(),
+            embedding: Some(v),
+            ..Default::default()
+        };
+        let a = s.add(with("alpha notes", vec![1.0, 0.0]), "t", 0).unwrap();
+        let b = s.add(with("beta notes", vec![0.0, 1.0]), "t", 0).unwrap();
+        let top = |v: Option<Vec<f32>>| {
+            let opts = SearchOptions {
+                query_vector: v,
+                rerank: None,
+                rerank_keyword: None,
+                ..Default::default()
+            };
+            s.search("notes", &opts, 0).unwrap()[0].memory.id.clone()
+        };
+        assert_eq!(top(Some(vec![0.0, 1.0])), b.id);
+        assert_eq!(top(Some(vec![1.0, 0.0])), a.id);
     }
 
     /// Without a query vector the hybrid weights would read BM25 as the fused score and

@@ -52,27 +52,28 @@ impl Tool for RecallTool {
             .unwrap_or_default();
         let k: usize = ctx.param("k", 5);
         let now = neuralcore_memory::now_ms();
-        let hits = mem
-            .search(
-                &question,
-                &ctx.services.engine.config().memory.search_options(
-                    k,
-                    neuralcore_memory::Filter {
-                        project,
-                        ..Default::default()
-                    },
-                ),
-                now,
+        let engine = &ctx.services.engine;
+        // Embedded once (the engine caches it; the vector retriever asked already).
+        let qv = engine.query_vector(&question).ok();
+        let opts = neuralcore_memory::SearchOptions {
+            query_vector: qv.clone(),
+            ..engine.config().memory.search_options(
+                k,
+                neuralcore_memory::Filter {
+                    project,
+                    ..Default::default()
+                },
             )
+        };
+        let hits = mem
+            .search(&question, &opts, now)
             .map_err(|e| ToolError::Transient(format!("memory search: {e}")))?;
         if hits.is_empty() {
             ctx.write("hits", json!([]))?;
             return Ok(Output::skipped("no memory matches"));
         }
-        let engine = &ctx.services.engine;
         let grader = Grader::new(engine, &collection);
         let texts: Vec<&str> = hits.iter().map(|h| h.memory.text.as_str()).collect();
-        let qv = engine.query_vector(&question).ok();
         let cosines: Vec<Option<f32>> = hits
             .iter()
             .map(|h| {
