@@ -86,9 +86,9 @@ pub struct MemHit {
     pub memory: Memory,
     /// Final score.
     pub score: f32,
-    /// Relevance before trust: the reranker's probability for the top `rerank_depth`
-    /// candidates (those beyond follow, scaled below), the fused score without a
-    /// reranker.
+    /// Relevance before trust: with the reranker, its probability over the best
+    /// candidate's (the best is 1; candidates beyond `rerank_depth` follow, scaled
+    /// below); without, the fused score.
     pub relevance: f32,
     /// Why it is marked: `superseded by <id>`, `partial update of <id>`,
     /// `contradicts <id> (lower trust: flagged)`.
@@ -406,7 +406,8 @@ impl Index {
     }
 
     /// The fused ranking with its top `depth` reordered by `model`: those score the
-    /// model's probability; the rest follow, scaled below the lowest of them.
+    /// model's probability over the best one's; the rest follow, scaled below the
+    /// lowest of them.
     fn rerank(
         &self,
         fused: &Fused,
@@ -421,6 +422,15 @@ impl Index {
             .collect();
         // Stable here; the relation rules then order equal scores by id.
         top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        // Relative to the best: the probabilities carry the base rate of the data the
+        // model was fitted on (one evidence turn in fifty), which means nothing to a
+        // reader of the scores.
+        let best = top.first().map_or(0.0, |t| t.1);
+        if best > 0.0 {
+            for t in &mut top {
+                t.1 /= best;
+            }
+        }
         let floor = top.last().map_or(0.0, |t| t.1);
         let rest = &fused.ranked[top.len().min(fused.ranked.len())..];
         let first_rest = rest.first().map_or(0.0, |r| r.1);
