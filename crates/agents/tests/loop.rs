@@ -1678,6 +1678,20 @@ fn is_summary_request(request: &str) -> bool {
     request.contains("running summary of a conversation")
 }
 
+/// A fixture LLM's reply: `summary(request)` to a session summary request, otherwise
+/// the Eiffel answer citing the evidence it was given.
+fn summary_or_answer(request: &str, summary: impl Fn(&str) -> String) -> String {
+    if is_summary_request(request) {
+        return summary(request);
+    }
+    let (fact, _) = evidence_numbers(request);
+    completion(
+        &format!("The Eiffel Tower was completed in 1889 [{fact}]."),
+        100,
+        20,
+    )
+}
+
 /// With an LLM the fold is the model's: its summary replaces the folded turns, the
 /// next fold is given it, its tokens count in the run's cost, and questions about the
 /// conversation answer from it.
@@ -1687,21 +1701,14 @@ fn fixture_llm_writes_the_session_summary() {
     const SECOND: &str =
         "The user asked when the Eiffel Tower was completed (1889) and who built it.";
     let server = recording_llm(|request| {
-        if is_summary_request(request) {
+        summary_or_answer(request, |request| {
             let text = if request.contains("Earlier summary") {
                 SECOND
             } else {
                 FIRST
             };
             completion(text, 30, 12)
-        } else {
-            let (fact, _) = evidence_numbers(request);
-            completion(
-                &format!("The Eiffel Tower was completed in 1889 [{fact}]."),
-                100,
-                20,
-            )
-        }
+        })
     });
     let o = with_llm(sessions_kb(), quick_llm(&server.url, 5000));
     let mut opts = opts("default");
@@ -1818,18 +1825,7 @@ fn fixture_llm_summary_failures_fall_back_to_the_rules() {
     assert_eq!(reports[2].cost.tokens, 0);
 
     // An empty reply is unusable, but it cost its tokens.
-    let empty = recording_llm(|request| {
-        if is_summary_request(request) {
-            completion("", 20, 0)
-        } else {
-            let (fact, _) = evidence_numbers(request);
-            completion(
-                &format!("The Eiffel Tower was completed in 1889 [{fact}]."),
-                100,
-                20,
-            )
-        }
-    });
+    let empty = recording_llm(|request| summary_or_answer(request, |_| completion("", 20, 0)));
     let o = with_llm(sessions_kb(), quick_llm(&empty.url, 5000));
     let (s, reports) = three(&o, "s-empty");
     assert_eq!(s.summary_by, "rules: the LLM's summary is empty");
