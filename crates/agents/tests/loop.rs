@@ -1335,6 +1335,21 @@ fn graph_search_walks_from_question_entities_to_a_bridge() {
     assert!(msg.contains("loop.graph is off"), "{msg}");
 }
 
+/// Ask the staging-gate question of project `ops` with `searcher`'s memories.
+fn ask_ops_about_the_gate(kb: &Kb, searcher: Arc<neuralcore_memory::MemorySearcher>) -> AskReport {
+    let o = orchestrator(Services {
+        memory: Some(searcher),
+        ..Services::new(kb.engine.clone())
+    });
+    let mut opts = opts("default");
+    opts.project = Some("ops".into());
+    ask(
+        &o,
+        "How many approvals does the staging gate require before a deploy?",
+        &opts,
+    )
+}
+
 /// With a memory store, the loop recalls memories, grades them like chunks, may cite
 /// them, and sends each a trust signal: `used` when cited, `ignored` otherwise.
 #[test]
@@ -1371,17 +1386,7 @@ fn recalled_memories_are_cited_and_signalled() {
             now,
         )
         .unwrap();
-    let o = orchestrator(Services {
-        memory: Some(searcher),
-        ..Services::new(kb.engine.clone())
-    });
-    let mut opts = opts("default");
-    opts.project = Some("ops".into());
-    let r = ask(
-        &o,
-        "How many approvals does the staging gate require before a deploy?",
-        &opts,
-    );
+    let r = ask_ops_about_the_gate(kb, searcher);
     let why = summary(&r);
     assert!(!r.abstained, "{why}");
     assert!(r.answer.contains("two approvals"), "{why}");
@@ -1983,17 +1988,7 @@ fn an_answer_touching_contradicting_memories_states_the_conflict() {
     store
         .link(&three.id, RelKind::Contradicts, &two.id, "test", now)
         .unwrap();
-    let o = orchestrator(Services {
-        memory: Some(searcher),
-        ..Services::new(kb.engine.clone())
-    });
-    let mut opts = opts("default");
-    opts.project = Some("ops".into());
-    let r = ask(
-        &o,
-        "How many approvals does the staging gate require before a deploy?",
-        &opts,
-    );
+    let r = ask_ops_about_the_gate(kb, searcher);
     let why = summary(&r);
     assert!(!r.abstained, "{why}");
     assert!(r.answer.contains("disagree"), "{why}");

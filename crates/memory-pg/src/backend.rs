@@ -268,11 +268,9 @@ impl PgBackend {
 
     /// A memory's body (JSON without the embedding) and embedding columns.
     fn encode<'m>(&self, m: &'m Memory) -> MemResult<Encoded<'m>> {
-        let mut v = serde_json::to_value(m)
+        let body = m
+            .json_without_embedding()
             .map_err(|e| MemoryError::Backend(format!("cannot encode memory {}: {e}", m.id)))?;
-        if let Some(o) = v.as_object_mut() {
-            o.remove("embedding");
-        }
         let (embedding, other) = match m.embedding.as_deref() {
             None => (None, None),
             Some(e) if self.vector.is_none() || sql::fits_vector(e) => (Some(e), None),
@@ -282,7 +280,7 @@ impl PgBackend {
             m,
             status: m.status.as_str(),
             kind: m.kind.as_str(),
-            body: v.to_string(),
+            body,
             embedding,
             other,
         })

@@ -64,15 +64,10 @@ fn encode_memory(m: &Memory) -> MemResult<(Vec<u8>, Option<Vec<u8>>)> {
         .embedding
         .as_ref()
         .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect());
-    let json = if m.embedding.is_some() {
-        to_json(&Memory {
-            embedding: None,
-            ..m.clone()
-        })?
-    } else {
-        to_json(m)?
-    };
-    Ok((json, bytes))
+    let json = m
+        .json_without_embedding()
+        .map_err(|e| MemoryError::Backend(format!("cannot encode: {e}")))?;
+    Ok((json.into_bytes(), bytes))
 }
 
 /// Give `m` its vector from the embeddings table `t`, unless its JSON held one (files

@@ -796,6 +796,12 @@ mod tests {
     use super::*;
     use crate::{InMemoryBackend, TrustConfig};
 
+    /// A searcher over an empty in-memory store, without a model.
+    fn searcher() -> MemorySearcher {
+        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
+        MemorySearcher::new(Arc::new(store.unwrap()), None)
+    }
+
     fn said(s: &MemorySearcher, speaker: Option<&str>, text: &str) -> String {
         let mut metadata = std::collections::BTreeMap::new();
         if let Some(p) = speaker {
@@ -823,8 +829,7 @@ mod tests {
 
     #[test]
     fn a_question_about_one_speaker_prefers_what_they_said() {
-        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
-        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let s = searcher();
         // Melanie's turn matches the question's words better (it names Caroline and
         // repeats "research").
         let mel = said(
@@ -870,8 +875,7 @@ mod tests {
     /// words said alone.
     #[test]
     fn the_reranker_reads_neighbours_in_the_session() {
-        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
-        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let s = searcher();
         let mut batch = vec![
             turn("a", "we planted a garden"),
             turn("a", "the roses are red"),
@@ -935,8 +939,7 @@ mod tests {
     /// model (the loop embeds a question once for documents and memories).
     #[test]
     fn a_given_query_vector_is_used() {
-        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
-        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let s = searcher();
         let with = |text: &str, v: Vec<f32>| NewMemory {
             text: text.into(),
             embedding: Some(v),
@@ -961,8 +964,7 @@ mod tests {
     /// invert it: the keyword model keeps a better keyword match first.
     #[test]
     fn keyword_only_search_uses_the_keyword_model() {
-        let store = MemoryStore::new(Arc::new(InMemoryBackend::new()), TrustConfig::default());
-        let s = MemorySearcher::new(Arc::new(store.unwrap()), None);
+        let s = searcher();
         let mut batch = vec![
             turn("a", "small talk"),
             turn("a", "the deploy needs two approvals from the release team"),

@@ -133,6 +133,20 @@ pub struct Memory {
     pub embedding: Option<Vec<f32>>,
 }
 
+impl Memory {
+    /// Its JSON with the embedding left out (`null`), for stores that keep vectors in a
+    /// column or table of their own; reading it back gives `embedding: None`.
+    pub fn json_without_embedding(&self) -> serde_json::Result<String> {
+        if self.embedding.is_none() {
+            return serde_json::to_string(self);
+        }
+        serde_json::to_string(&Memory {
+            embedding: None,
+            ..self.clone()
+        })
+    }
+}
+
 /// A trust signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
