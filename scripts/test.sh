@@ -63,7 +63,24 @@ fi
 cargo run --quiet -p neuralcore -- --data-dir .models models pull
 export NEURALCORE_TEST_MODEL_DIR="$PWD/.models/models/all-minilm-l6-v2"
 
-# nextest does not run doc tests: run them first, so the suite's closing line is
-# nextest's summary.
+# The encoder's instruction set: the widest the CPU runs, or NEURALCORE_ISA=avx2|portable
+# to run the whole suite on a narrower path (what a user of such a CPU gets). The parity
+# test runs every path the CPU has either way.
+if [ -n "${NEURALCORE_ISA:-}" ]; then
+  log "encoder kernels forced to NEURALCORE_ISA=$NEURALCORE_ISA"
+fi
+
+# The loop tests append each ask's duration here; the slowest is printed after the run.
+ASK_TIMES="$CARGO_TARGET_DIR/tmp/loop-ask-times.tsv"
+rm -f "$ASK_TIMES"
+
+# nextest does not run doc tests: run them first.
 cargo test --workspace --doc --quiet
-cargo nextest run --workspace --no-fail-fast "$@"
+status=0
+cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+if [ -s "$ASK_TIMES" ]; then
+  log "slowest asks in the loop tests (the first waits on a fixture LLM's timeouts by design):"
+  sort -t$'\t' -k1,1 -rn "$ASK_TIMES" | head -n3 |
+    awk -F'\t' '{ printf "  %.0f ms  %s: %s\n", $1, $2, $3 }' >&2
+fi
+exit "$status"

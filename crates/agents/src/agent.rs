@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -287,7 +286,7 @@ pub struct AgentContext<'a> {
     /// Shared services.
     pub services: &'a Services,
     /// The run's deadline.
-    pub deadline: Option<Instant>,
+    pub deadline: Option<crate::tool::Deadline>,
     /// Cancellation.
     pub cancel: &'a Cancel,
 }
@@ -306,7 +305,7 @@ pub trait Agent: Send + Sync {
                     &*s.tool,
                     ctx.mind,
                     &s.params,
-                    ctx.deadline,
+                    ctx.deadline.as_ref(),
                     ctx.cancel,
                     ctx.services,
                     &self.def().name,

@@ -31,7 +31,7 @@ use crate::crag::{
     latest, Answer, AnswerSentence, Candidate, Decision, Graded, Plan, Reflection, Switches,
 };
 use crate::orchestrator::{final_chunks, Orchestrator, RoleReport, RETRIEVAL_ROLES};
-use crate::tool::{Cancel, ToolResult, ToolStatus};
+use crate::tool::{Cancel, Deadline, ToolResult, ToolStatus};
 use crate::AgentError;
 
 /// Version of the `ask --json` output.
@@ -438,7 +438,16 @@ impl Orchestrator {
         let cfg = self.services.engine.config().control.clone();
         let max_iterations = opts.max_iterations.unwrap_or(cfg.max_iterations).max(1);
         let deadline_ms = opts.deadline_ms.unwrap_or(cfg.deadline_ms);
-        let deadline = (deadline_ms > 0).then(|| start + Duration::from_millis(deadline_ms));
+        // Budget decisions read the services' clock (a test's may stand still); the
+        // timings in the report are real.
+        let clock = self.services.clock.clone();
+        let deadline = (deadline_ms > 0).then(|| {
+            Deadline::after(
+                clock.clone(),
+                clock.now(),
+                Duration::from_millis(deadline_ms),
+            )
+        });
         let max_tokens = (cfg.max_tokens > 0).then_some(cfg.max_tokens);
         let max_cost = (cfg.max_cost_usd > 0.0).then_some(cfg.max_cost_usd);
 
@@ -468,7 +477,7 @@ impl Orchestrator {
         let ctx = AgentContext {
             mind: &scope,
             services: &self.services,
-            deadline,
+            deadline: deadline.clone(),
             cancel: &cancel,
         };
         let mut cost = Cost::default();
@@ -490,13 +499,14 @@ impl Orchestrator {
                 None,
             )
         };
-        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let remaining = || deadline.as_ref().map(Deadline::remaining);
         let short_of_time = |frac: f64| {
             remaining().is_some_and(|r| r.as_secs_f64() * 1e3 < frac * deadline_ms as f64)
         };
 
         for n in 1..=max_iterations {
             let it_start = Instant::now();
+            let it_clock = clock.now();
             scope.write("loop.iteration", json!(n), me, None)?;
             write_budget(&cost)?;
             // OBSERVE: what the blackboard holds, by key, whoever wrote it.
@@ -584,7 +594,7 @@ impl Orchestrator {
                 let cctx = AgentContext {
                     mind: &child,
                     services: &self.services,
-                    deadline,
+                    deadline: deadline.clone(),
                     cancel: &cancel,
                 };
                 for role in RETRIEVAL_ROLES {
@@ -655,7 +665,8 @@ impl Orchestrator {
                 .map(|r| r.data);
             it.reflection = r.clone();
             it.ms = ms(it_start);
-            let it_ms = it.ms;
+            // What an iteration took by the budget's clock.
+            let it_budget = clock.now().saturating_duration_since(it_clock);
             iterations.push(it);
             let Some(r) = r else {
                 stopped = "no reflection".into();
@@ -674,7 +685,7 @@ impl Orchestrator {
                 stopped = "max iterations reached".into();
                 break;
             }
-            if remaining().is_some_and(|left| left.as_secs_f64() * 1e3 < it_ms) {
+            if remaining().is_some_and(|left| left < it_budget) {
                 stopped = "deadline: no time for another iteration".into();
                 skipped.push(format!("iteration {}: deadline", n + 1));
                 break;

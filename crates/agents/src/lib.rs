@@ -35,8 +35,8 @@ pub use crag::{Switches, Verdict};
 pub use loader::AgentLoader;
 pub use orchestrator::{final_chunks, Orchestrator, RoleReport, RunReport, RETRIEVAL_ROLES};
 pub use tool::{
-    glob, run_tool, Cancel, CostClass, Output, Registry, Services, Tool, ToolContext, ToolError,
-    ToolResult, ToolSpec, ToolStatus,
+    glob, run_tool, Cancel, Clock, CostClass, Deadline, ManualClock, Output, Registry, Services,
+    SystemClock, Tool, ToolContext, ToolError, ToolResult, ToolSpec, ToolStatus,
 };
 pub use tools::{ChunkList, ChunkRef};
 

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::agent::{AgentContext, AgentReport};
 use crate::loader::AgentLoader;
-use crate::tool::{run_tool, Cancel, Registry, Services, ToolResult};
+use crate::tool::{run_tool, Cancel, Deadline, Registry, Services, ToolResult};
 use crate::tools::{ChunkList, STAGE_FUSED, STAGE_RERANKED, STAGE_RETRIEVE};
 
 /// The roles of retrieval, in order.
@@ -68,7 +68,8 @@ impl Orchestrator {
         scope.write("input.query", json!(query), "orchestrator", None)?;
         scope.write("input.collection", json!(collection), "orchestrator", None)?;
         let cancel = Cancel::default();
-        let deadline = budget.map(|b| start + b);
+        let clock = self.services.clock.clone();
+        let deadline = budget.map(|b| Deadline::after(clock.clone(), clock.now(), b));
         let ctx = AgentContext {
             mind: &scope,
             services: &self.services,
@@ -100,7 +101,7 @@ impl Orchestrator {
                     &*t,
                     ctx.mind,
                     &json!({}),
-                    ctx.deadline,
+                    ctx.deadline.as_ref(),
                     ctx.cancel,
                     &self.services,
                     "orchestrator",

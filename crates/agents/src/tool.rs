@@ -86,6 +86,8 @@ pub struct Services {
     pub on_delta: Option<OnDelta>,
     /// The trust-weighted memory the loop may recall from (and signal).
     pub memory: Option<Arc<neuralcore_memory::MemorySearcher>>,
+    /// The clock budgets are measured by ([`SystemClock`]; a test's [`ManualClock`]).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Services {
@@ -97,7 +99,105 @@ impl Services {
             web: None,
             on_delta: None,
             memory: None,
+            clock: Arc::new(SystemClock),
         }
+    }
+}
+
+/// The clock a run's budget is measured by. The loop and its tools read the time for
+/// budget decisions only through it, so a test can run them on a clock it controls and
+/// their outcome does not depend on how fast the machine is.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> Instant;
+}
+
+/// The system's monotonic clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A clock that moves only when told to: by [`ManualClock::advance`], and by `tick` after
+/// every reading when made [`ManualClock::ticking`]. Tests of budgets use it (a deadline
+/// on it passes exactly when the test says), and tests of everything else use it
+/// frozen, so that no deadline runs out on a slow machine.
+#[derive(Debug)]
+pub struct ManualClock {
+    start: Instant,
+    elapsed: std::sync::Mutex<Duration>,
+    tick: Duration,
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock {
+            start: Instant::now(),
+            elapsed: Default::default(),
+            tick: Duration::ZERO,
+        }
+    }
+}
+
+impl ManualClock {
+    /// A clock standing at the time it was made.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A clock that moves `tick` forward after every reading: with a deadline shorter
+    /// than `tick`, every check after the first sees it passed.
+    pub fn ticking(tick: Duration) -> Self {
+        ManualClock {
+            tick,
+            ..Self::default()
+        }
+    }
+
+    /// Move it forward by `d`.
+    pub fn advance(&self, d: Duration) {
+        *self.elapsed.lock().unwrap_or_else(|e| e.into_inner()) += d;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        let mut e = self.elapsed.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.start + *e;
+        *e += self.tick;
+        now
+    }
+}
+
+/// When a run must be done, by the clock its budget is measured on.
+#[derive(Clone)]
+pub struct Deadline {
+    at: Instant,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Deadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Deadline(in {:?})", self.remaining())
+    }
+}
+
+impl Deadline {
+    /// `budget` after `start` (a time read from `clock`).
+    pub fn after(clock: Arc<dyn Clock>, start: Instant, budget: Duration) -> Self {
+        Deadline {
+            at: start + budget,
+            clock,
+        }
+    }
+
+    /// Time left (zero once passed).
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(self.clock.now())
     }
 }
 
@@ -123,7 +223,7 @@ pub struct ToolContext<'a> {
     /// Parameters, already checked against the tool's schema.
     pub params: &'a Value,
     /// When the tool must be done.
-    pub deadline: Option<Instant>,
+    pub deadline: Option<&'a Deadline>,
     /// Cancellation.
     pub cancel: &'a Cancel,
     /// Shared services.
@@ -162,8 +262,7 @@ impl ToolContext<'_> {
 
     /// Time left before the deadline (`None` = no deadline).
     pub fn remaining(&self) -> Option<Duration> {
-        self.deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
+        self.deadline.map(Deadline::remaining)
     }
 
     /// An error when cancelled or out of time.
@@ -302,7 +401,7 @@ pub fn run_tool(
     tool: &dyn Tool,
     mind: &Scope,
     params: &Value,
-    deadline: Option<Instant>,
+    deadline: Option<&Deadline>,
     cancel: &Cancel,
     services: &Services,
     caller: &str,

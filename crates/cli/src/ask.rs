@@ -30,11 +30,9 @@ pub fn services(engine: Arc<Engine>) -> Result<Services> {
         None
     };
     Ok(Services {
-        engine,
         llm,
         web,
-        on_delta: None,
-        memory: None,
+        ..Services::new(engine)
     })
 }
 
