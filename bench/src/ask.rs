@@ -106,6 +106,7 @@ pub fn bench_ask(args: &[String]) -> Result<(), String> {
             "hybrid_search_p50_ms": sp50, "hybrid_search_p95_ms": sp95,
             "ask_over_search_p50": lp50 / sp50,
             "answered": answered, "mean_iterations": iterations as f64 / m as f64,
+            "isa": neuralcore_models::isa().name(),
         })
     );
     Ok(())

@@ -26,6 +26,8 @@ use serde_json::json;
 
 mod agents;
 mod ask;
+mod embed_query;
+mod kernels;
 mod memory;
 mod mind;
 mod vectors;
@@ -37,7 +39,10 @@ type Result<T> = std::result::Result<T, String>;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage:
-  nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N]
+  nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N] [--isa all|LIST]
+  nc-bench embed-query --queries FILE --model-dir DIR [-n 300] [--warm 20] [--isa all|LIST]
+                       [--query-weights f32,bf16,int8] [--split on,off]
+  nc-bench kernels [--isa all|LIST] [--tokens 1,8,16,24,32,64,256] [--weights f32,bf16,int8] [--threads N]
   nc-bench vectors --data-dir DIR --queries FILE [--collection C] [--model-dir DIR]
                    [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
   nc-bench agents-reload [-n 20] [--every-ms 100]
@@ -60,10 +65,10 @@ struct CorpusDoc {
 }
 
 #[derive(Deserialize)]
-struct Query {
+pub(crate) struct Query {
     #[serde(rename = "_id")]
     id: String,
-    text: String,
+    pub(crate) text: String,
 }
 
 struct Opts {
@@ -119,11 +124,11 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
     Ok(o)
 }
 
-fn parse_num<T: std::str::FromStr>(arg: &str, v: &str) -> Result<T> {
+pub(crate) fn parse_num<T: std::str::FromStr>(arg: &str, v: &str) -> Result<T> {
     v.parse().map_err(|_| format!("{arg}: not a number: {v}"))
 }
 
-fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+pub(crate) fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     text.lines()
@@ -301,7 +306,7 @@ fn bench_query(o: &Opts) -> Result<()> {
     Ok(())
 }
 
-/// `nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps 1]`: embedding
+/// `nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps 1] [--isa all|LIST]`: embedding
 /// throughput of the candle sentence embedder on the first N texts (title + " " + text,
 /// as `bench/embed/st_throughput.py` does), after one warm-up batch. Threads: candle's
 /// default (all cores; `RAYON_NUM_THREADS` limits it).
@@ -311,10 +316,12 @@ fn bench_embed(args: &[String]) -> Result<()> {
     let mut model_dir = None;
     let mut n = 2000usize;
     let mut reps = 1usize;
+    let mut isa_spec = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
         match a.as_str() {
+            "--isa" => isa_spec = Some(v.clone()),
             "--corpus" => corpus = Some(PathBuf::from(v)),
             "--model-dir" => model_dir = Some(PathBuf::from(v)),
             "-n" => n = parse_num(a, v)?,
@@ -338,22 +345,8 @@ fn bench_embed(args: &[String]) -> Result<()> {
         })
         .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let e = neuralcore_models::SentenceEmbedder::load(&model_dir, "bench")
+    let mut e = neuralcore_models::SentenceEmbedder::load(&model_dir, "bench")
         .map_err(|e| e.to_string())?;
-    e.embed(&refs[..refs.len().min(32)], TextKind::Document)
-        .map_err(|e| e.to_string())?;
-    let mut secs = Vec::new();
-    let mut cpu_secs = Vec::new();
-    for _ in 0..reps {
-        let (t, cpu) = (Instant::now(), process_cpu_secs());
-        let v = e
-            .embed(&refs, TextKind::Document)
-            .map_err(|e| e.to_string())?;
-        secs.push(t.elapsed().as_secs_f64());
-        cpu_secs.push(process_cpu_secs() - cpu);
-        assert_eq!(v.len(), refs.len());
-    }
-    let med = median(&secs);
     let threads = std::env::var("RAYON_NUM_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -362,15 +355,34 @@ fn bench_embed(args: &[String]) -> Result<()> {
                 .map(|n| n.get())
                 .unwrap_or(1)
         });
-    println!(
-        "{}",
-        json!({
-            "bench": "embed", "impl": "neuralcore", "model": e.model_id(), "texts": refs.len(),
-            "reps": reps, "secs": secs, "median_secs": med, "texts_per_s": refs.len() as f64 / med,
-            "cpu_secs": cpu_secs,
-            "threads": threads, "batch_size": 32,
-        })
-    );
+    for isa in embed_query::isas(isa_spec.as_deref())? {
+        e.set_isa(isa).map_err(|e| e.to_string())?;
+        e.embed(&refs[..refs.len().min(32)], TextKind::Document)
+            .map_err(|e| e.to_string())?;
+        let mut secs = Vec::new();
+        let mut cpu_secs = Vec::new();
+        for _ in 0..reps {
+            let (t, cpu) = (Instant::now(), process_cpu_secs());
+            let v = e
+                .embed(&refs, TextKind::Document)
+                .map_err(|e| e.to_string())?;
+            secs.push(t.elapsed().as_secs_f64());
+            cpu_secs.push(process_cpu_secs() - cpu);
+            assert_eq!(v.len(), refs.len());
+        }
+        let med = median(&secs);
+        println!(
+            "{}",
+            json!({
+                "bench": "embed", "impl": "neuralcore", "isa": isa.name(),
+                "cpu_isa": neuralcore_models::detected().name(),
+                "model": e.model_id(), "texts": refs.len(),
+                "reps": reps, "secs": secs, "median_secs": med, "texts_per_s": refs.len() as f64 / med,
+                "cpu_secs": cpu_secs,
+                "threads": threads, "batch_size": 32,
+            })
+        );
+    }
     Ok(())
 }
 
@@ -401,6 +413,8 @@ fn main() -> ExitCode {
         "index" => run(bench_index),
         "query" => run(bench_query),
         "embed" => bench_embed(&args[1..]),
+        "embed-query" => embed_query::bench_embed_query(&args[1..]),
+        "kernels" => kernels::bench_kernels(&args[1..]),
         "vectors" => vectors::bench_vectors(&args[1..]),
         "mind" => mind::bench_mind(&args[1..]),
         "agents-reload" => agents::bench_reload(&args[1..]),

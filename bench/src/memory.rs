@@ -22,10 +22,13 @@ use neuralcore_memory::{
 
 fn embedder(dir: &Option<PathBuf>) -> Result<Option<Arc<dyn neuralcore_core::Embedder>>, String> {
     match dir {
-        Some(d) => Ok(Some(Arc::new(
-            neuralcore_models::SentenceEmbedder::load(d, "all-minilm-l6-v2")
-                .map_err(|e| e.to_string())?,
-        ))),
+        Some(d) => {
+            let mut e = neuralcore_models::SentenceEmbedder::load(d, "all-minilm-l6-v2")
+                .map_err(|e| e.to_string())?;
+            // As the embedded default holds it ([embedding] query_weights).
+            e.set_query_weights(neuralcore_engine::Config::default().embedding.query_weights);
+            Ok(Some(Arc::new(e)))
+        }
         None => Ok(None),
     }
 }
@@ -182,6 +185,8 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
                 "hybrid_p50_ms": pct(&ms, 50.0), "hybrid_p95_ms": pct(&ms, 95.0),
                 "bm25_only_p50_ms": pct(&kw, 50.0), "bm25_only_p95_ms": pct(&kw, 95.0),
                 "embed_query_p50_ms": pct(&emb_ms, 50.0),
+                "isa": neuralcore_models::isa().name(),
+                "query_weights": neuralcore_engine::Config::default().embedding.query_weights,
             })
         );
         if let Some(pg) = pg {

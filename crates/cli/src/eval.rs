@@ -155,6 +155,8 @@ pub fn beir(json: bool, quiet: bool, engine: &Engine, args: BeirArgs<'_>) -> Res
                 "rerank": cfg.rerank,
                 "keyword": cfg.keyword, "analyzer": cfg.analyzer, "search": cfg.search,
                 "embedding_model": if want_vectors { engine.embedder().map(|e| e.model_id().to_string()) } else { None },
+                "embedding_query_weights": cfg.embedding.query_weights,
+                "isa": neuralcore_models::isa().name(),
                 "vector": cfg.vector,
                 "chunk_tokens": cfg.ingest.chunk_tokens, "chunk_overlap": cfg.ingest.chunk_overlap,
             },
@@ -176,7 +178,12 @@ pub fn beir(json: bool, quiet: bool, engine: &Engine, args: BeirArgs<'_>) -> Res
                 }
             };
             let n = rows.first().map(|r| r.1.queries).unwrap_or(0);
-            println!("{} ({split}): {n} queries; {how}", dir.display());
+            println!(
+                "{} ({split}): {n} queries; {how}; encoder on {} (query weights {})",
+                dir.display(),
+                neuralcore_models::isa(),
+                cfg.embedding.query_weights
+            );
         }
         print!("{}", side_by_side(&rows));
     }

@@ -471,6 +471,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.global);
+    // A typo in NEURALCORE_ISA is an error, not a silent fall-back to the widest.
+    if let Err(e) = neuralcore_models::isa_from_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

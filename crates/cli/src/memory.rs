@@ -650,13 +650,15 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
     searcher.refresh()?;
     if !quiet && !json {
         eprintln!(
-            "{} turns of {} conversations stored as memories in {:.1} s",
+            "{} turns of {} conversations stored as memories in {:.1} s; encoder on {} (query weights {})",
             mems.len(),
             mems.iter()
                 .map(|m| m.scope.project.as_str())
                 .collect::<std::collections::HashSet<_>>()
                 .len(),
-            t0.elapsed().as_secs_f64()
+            t0.elapsed().as_secs_f64(),
+            neuralcore_models::isa(),
+            engine.config().embedding.query_weights
         );
     }
     let mcfg = &engine.config().memory;

@@ -76,6 +76,7 @@ impl Engine {
                 let mut e = neuralcore_models::SentenceEmbedder::load(&path, name)
                     .map_err(|e| format!("cannot load the embedding model {name:?}: {e}"))?;
                 e.set_batch_size(self.config.embedding.batch_size);
+                e.set_query_weights(self.config.embedding.query_weights);
                 Ok(Arc::new(e) as Arc<dyn Embedder>)
             })
             .clone()

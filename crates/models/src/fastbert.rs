@@ -26,13 +26,96 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
 use crate::bert::BertConfig;
-use crate::kernels::{self, grow, MatRef, Parallelism};
+use crate::kernels::{self, grow, Isa, MatRef, Parallelism, Weights};
 
 #[derive(Clone, Copy, Debug)]
 enum Activation {
     Gelu,
     GeluTanh,
     Relu,
+}
+
+/// How the query path (one sequence of at most [`kernels::NARROW_MAX`] tokens) holds
+/// its weights. A query's forward pass reads every weight once, so the bytes streamed
+/// are most of its time; the compact formats are copies beside the f32 weights, which
+/// documents (and longer queries) keep using.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryWeights {
+    /// The model's own f32 weights.
+    #[default]
+    F32,
+    /// bfloat16 copies (half the bytes): worst cosine 0.99999 against the f32 vectors
+    /// on the parity fixture.
+    Bf16,
+    /// int8 copies with one scale per output row (a quarter of the bytes): worst cosine
+    /// 0.9986 on the parity fixture, below the 0.999 a default must hold.
+    Int8,
+}
+
+impl QueryWeights {
+    /// Every format.
+    pub const ALL: [QueryWeights; 3] = [QueryWeights::F32, QueryWeights::Bf16, QueryWeights::Int8];
+
+    /// Its name in configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueryWeights::F32 => "f32",
+            QueryWeights::Bf16 => "bf16",
+            QueryWeights::Int8 => "int8",
+        }
+    }
+}
+
+impl std::fmt::Display for QueryWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for QueryWeights {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        QueryWeights::ALL
+            .into_iter()
+            .find(|q| q.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown query weight format {s:?} (f32, bf16 or int8)"))
+    }
+}
+
+/// A compact copy of one weight matrix.
+enum Compact {
+    Bf16(Vec<u16>),
+    Int8 { q: Vec<i8>, scales: Vec<f32> },
+}
+
+impl Compact {
+    fn new(format: QueryWeights, w: &[f32], rows: usize) -> Option<Self> {
+        match format {
+            QueryWeights::F32 => None,
+            QueryWeights::Bf16 => Some(Compact::Bf16(kernels::to_bf16(w))),
+            QueryWeights::Int8 => {
+                let (q, scales) = kernels::to_int8(w, rows);
+                Some(Compact::Int8 { q, scales })
+            }
+        }
+    }
+
+    fn weights(&self) -> Weights<'_> {
+        match self {
+            Compact::Bf16(w) => Weights::Bf16(w),
+            Compact::Int8 { q, scales } => Weights::Int8 { q, scales },
+        }
+    }
+}
+
+/// The compact copies of one layer's four matrices.
+struct CompactLayer {
+    wqkv: Compact,
+    wo: Compact,
+    w1: Compact,
+    w2: Compact,
 }
 
 /// One transformer layer; every weight is `[out, in]`.
@@ -52,6 +135,8 @@ struct Layer {
     b2: Vec<f32>,
     ln2_g: Vec<f32>,
     ln2_b: Vec<f32>,
+    /// The query path's copies ([`QueryWeights`]), when not f32.
+    compact: Option<CompactLayer>,
 }
 
 /// The encoder: packed token ids in, one hidden state per real token out.
@@ -74,6 +159,12 @@ pub struct FastBert {
     layers: Vec<Layer>,
     /// Longest input the position embeddings allow.
     pub max_positions: usize,
+    /// The instruction set the kernels run with (capped at what the CPU runs).
+    isa: Isa,
+    /// The query path's weight format.
+    query_weights: QueryWeights,
+    /// Whether a query's products are split over two threads.
+    query_split: bool,
 }
 
 /// Buffers of the forward pass, kept between batches (they only grow).
@@ -102,8 +193,8 @@ struct Scratch {
     row: Vec<f32>,
     /// Attention scores of one head of one sequence, and their inverse row sums.
     att: Attn,
-    /// The activations of a narrow product, padded to a vector per feature.
-    pad: Vec<kernels::Padded>,
+    /// Scratch of the linear layers' narrow products.
+    lin: kernels::LinearScratch,
 }
 
 #[derive(Default)]
@@ -135,41 +226,42 @@ fn norm(vb: &VarBuilder<'_>, n: usize) -> candle_core::Result<(Vec<f32>, Vec<f32
     Ok((vec_of(vb.get(n, "weight")?)?, vec_of(vb.get(n, "bias")?)?))
 }
 
-/// `dst = w · x` (`+=` with `accumulate`) for the `[rows, inp]` weight `w` and the
-/// feature-major `[inp, t]` activations `x`, through `gemm` (which reads the weights in
-/// place). `split` spreads the work over the thread pool.
-///
-/// A group of at most [`kernels::NARROW_MAX`] tokens (a query) goes through
-/// [`kernels::narrow_matmul`] instead, on one thread.
+/// How one forward pass runs.
+#[derive(Clone, Copy)]
+struct Pass {
+    /// Matrix products and attention heads spread over the thread pool.
+    split: bool,
+    /// A query: compact weights when the encoder has them, and the narrow products
+    /// split in two over the pool when `query_split` is on.
+    query: bool,
+}
+
+/// `dst = w · x` (`+=` with `accumulate`) for the `[rows, inp]` weight `w` (or its
+/// compact copy on the query path) and the feature-major `[inp, t]` activations `x`
+/// ([`kernels::linear`]).
 #[allow(clippy::too_many_arguments)]
 fn linear(
+    isa: Isa,
     dst: &mut [f32],
     w: &[f32],
+    compact: Option<&Compact>,
     rows: usize,
     x: &[f32],
     t: usize,
     accumulate: bool,
-    split: bool,
-    pad: &mut Vec<kernels::Padded>,
+    par: bool,
+    scratch: &mut kernels::LinearScratch,
 ) {
-    if t <= kernels::NARROW_MAX && kernels::isa() != kernels::Isa::Portable {
-        kernels::narrow_matmul(dst, w, rows, x, t, accumulate, pad);
-        return;
-    }
-    let inp = w.len() / rows;
-    let par = if split {
+    let par = if par {
         Parallelism::Rayon(0)
     } else {
         Parallelism::None
     };
-    kernels::matmul(
-        dst,
-        t,
-        MatRef::rows(w, rows, inp, inp),
-        MatRef::rows(x, inp, t, t),
-        accumulate,
-        par,
-    );
+    let w = match compact {
+        Some(c) if t <= kernels::NARROW_MAX => c.weights(),
+        _ => Weights::F32(w),
+    };
+    kernels::linear(isa, dst, w, rows, x, t, accumulate, par, scratch);
 }
 
 /// A sequence's place in its group: its token ids and types, and its first column.
@@ -236,6 +328,7 @@ impl FastBert {
                 b2: bias(&l.pp("output.dense"), h)?,
                 ln2_g,
                 ln2_b,
+                compact: None,
             });
         }
         Ok(FastBert {
@@ -253,7 +346,68 @@ impl FastBert {
             zeros: vec![0.0; h],
             layers,
             max_positions: cfg.max_position_embeddings,
+            isa: kernels::isa(),
+            query_weights: QueryWeights::F32,
+            query_split: true,
         })
+    }
+
+    /// The instruction set the kernels run with.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Run the kernels with `isa` instead of the default ([`kernels::isa`]); one the CPU
+    /// does not run is an error.
+    pub fn set_isa(&mut self, isa: Isa) -> Result<(), String> {
+        if isa > kernels::detected() {
+            return Err(format!(
+                "this CPU does not run {isa} (it runs at most {})",
+                kernels::detected()
+            ));
+        }
+        self.isa = isa;
+        Ok(())
+    }
+
+    /// The query path's weight format.
+    pub fn query_weights(&self) -> QueryWeights {
+        self.query_weights
+    }
+
+    /// Hold the query path's weights as `format` (compact copies are made, or dropped
+    /// for f32).
+    pub fn set_query_weights(&mut self, format: QueryWeights) {
+        let (h, i) = (self.hidden, self.inter);
+        for l in &mut self.layers {
+            l.compact = match format {
+                QueryWeights::F32 => None,
+                _ => Some(CompactLayer {
+                    wqkv: Compact::new(format, &l.wqkv, 3 * h).expect("compact"),
+                    wo: Compact::new(format, &l.wo, h).expect("compact"),
+                    w1: Compact::new(format, &l.w1, i).expect("compact"),
+                    w2: Compact::new(format, &l.w2, h).expect("compact"),
+                }),
+            };
+        }
+        self.query_weights = format;
+    }
+
+    /// Split a query's matrix products in two over the thread pool (on by default):
+    /// each thread streams half of the weights.
+    pub fn set_query_split(&mut self, on: bool) {
+        self.query_split = on;
+    }
+
+    /// The hidden states of one query's tokens (token types 0): the query path, with
+    /// the compact weights of [`Self::set_query_weights`] when it has at most
+    /// [`kernels::NARROW_MAX`] tokens.
+    pub fn forward_query<'w>(
+        &self,
+        ids: &[u32],
+        ws: &'w mut Workspace,
+    ) -> Result<&'w [f32], String> {
+        self.forward_with(&[ids], &[], ws, None, true)
     }
 
     /// Width of the hidden states.
@@ -276,16 +430,18 @@ impl FastBert {
         types: &[&[u32]],
         ws: &'w mut Workspace,
     ) -> Result<&'w [f32], String> {
-        self.forward_with(seqs, types, ws, None)
+        self.forward_with(seqs, types, ws, None, false)
     }
 
-    /// [`Self::forward_typed`]; `group_mode` forces one thread per group on or off.
+    /// [`Self::forward_typed`]; `group_mode` forces one thread per group on or off;
+    /// `query` takes the query path.
     fn forward_with<'w>(
         &self,
         seqs: &[&[u32]],
         types: &[&[u32]],
         ws: &'w mut Workspace,
         group_mode: Option<bool>,
+        query: bool,
     ) -> Result<&'w [f32], String> {
         let h = self.hidden;
         if !types.is_empty() {
@@ -350,7 +506,11 @@ impl FastBert {
             groups.into_par_iter().for_each(|(group, out)| {
                 let slot = rayon::current_thread_index().map_or(threads, |i| i.min(threads));
                 let mut s = scratch[slot].lock().unwrap_or_else(|e| e.into_inner());
-                self.encode(&group, out, &mut s, false);
+                let pass = Pass {
+                    split: false,
+                    query: false,
+                };
+                self.encode(&group, out, &mut s, pass);
             });
         } else {
             let all: Vec<Seq<'_>> = {
@@ -364,16 +524,20 @@ impl FastBert {
                     .collect()
             };
             let mut s = scratch[threads].lock().unwrap_or_else(|e| e.into_inner());
-            // A query's few tokens: waking other threads would cost more than it saves.
-            let split = total > kernels::NARROW_MAX;
-            self.encode(&all, &mut ws.out[..total * h], &mut s, split);
+            // A few tokens: their products are narrow, split in two when this is a
+            // query (each thread streams half the weights), else on this thread.
+            let pass = Pass {
+                split: total > kernels::NARROW_MAX,
+                query,
+            };
+            self.encode(&all, &mut ws.out[..total * h], &mut s, pass);
         }
         Ok(&ws.out[..total * h])
     }
 
     /// Encode the sequences of one group into `out` (token-major rows). With `split`,
     /// matrix products and attention heads are spread over the thread pool.
-    fn encode(&self, group: &[Seq<'_>], out: &mut [f32], s: &mut Scratch, split: bool) {
+    fn encode(&self, group: &[Seq<'_>], out: &mut [f32], s: &mut Scratch, pass: Pass) {
         let h = self.hidden;
         let t = out.len() / h;
         if t == 0 {
@@ -387,11 +551,12 @@ impl FastBert {
             for (p, &id) in q.ids.iter().enumerate() {
                 let (id, ty) = (id as usize, q.types.map_or(0, |ty| ty[p] as usize));
                 kernels::add_into(
+                    self.isa,
                     row,
                     &self.word[id * h..(id + 1) * h],
                     &self.types[ty * h..(ty + 1) * h],
                 );
-                kernels::add_bias(row, &self.pos[p * h..(p + 1) * h]);
+                kernels::add_bias(self.isa, row, &self.pos[p * h..(p + 1) * h]);
                 let c = q.col + p;
                 for (f, &v) in row.iter().enumerate() {
                     xs[f * t + c] = v;
@@ -400,6 +565,7 @@ impl FastBert {
         }
         let stats = grow(&mut s.stats, 2 * t);
         kernels::bias_layer_norm_cols(
+            self.isa,
             xs,
             t,
             &self.zeros,
@@ -409,7 +575,7 @@ impl FastBert {
             stats,
         );
         for l in &self.layers {
-            self.layer(l, group, xs, s, split);
+            self.layer(l, group, xs, s, pass);
         }
         for (c, o) in out.chunks_exact_mut(h).enumerate() {
             for (f, v) in o.iter_mut().enumerate() {
@@ -420,13 +586,27 @@ impl FastBert {
     }
 
     /// One transformer layer over the feature-major `[hidden, t]` states `x`, in place.
-    fn layer(&self, l: &Layer, group: &[Seq<'_>], x: &mut [f32], s: &mut Scratch, split: bool) {
+    fn layer(&self, l: &Layer, group: &[Seq<'_>], x: &mut [f32], s: &mut Scratch, pass: Pass) {
         let (h, ni) = (self.hidden, self.inter);
         let t = x.len() / h;
+        let split = pass.split;
+        let compact = l.compact.as_ref().filter(|_| pass.query);
+        let par = split || (pass.query && self.query_split);
         // Query/key/value, feature-major like everything else.
         let qkv = grow(&mut s.qkv, 3 * h * t);
-        linear(qkv, &l.wqkv, 3 * h, x, t, false, split, &mut s.pad);
-        kernels::add_row_bias(qkv, t, &l.bqkv);
+        linear(
+            self.isa,
+            qkv,
+            &l.wqkv,
+            compact.map(|c| &c.wqkv),
+            3 * h,
+            x,
+            t,
+            false,
+            par,
+            &mut s.lin,
+        );
+        kernels::add_row_bias(self.isa, qkv, t, &l.bqkv);
         // Attention, each head into its `head_dim` rows of `ctx`.
         let hd = self.head_dim;
         let ctx = grow(&mut s.ctx, h * t);
@@ -443,18 +623,51 @@ impl FastBert {
         }
         let stats = grow(&mut s.stats, 2 * t);
         // Output projection added onto the residual, then bias + layer norm.
-        linear(x, &l.wo, h, ctx, t, true, split, &mut s.pad);
-        kernels::bias_layer_norm_cols(x, t, &l.bo, &l.ln1_g, &l.ln1_b, self.eps, stats);
+        linear(
+            self.isa,
+            x,
+            &l.wo,
+            compact.map(|c| &c.wo),
+            h,
+            ctx,
+            t,
+            true,
+            par,
+            &mut s.lin,
+        );
+        kernels::bias_layer_norm_cols(self.isa, x, t, &l.bo, &l.ln1_g, &l.ln1_b, self.eps, stats);
         // Feed-forward.
         let inter = grow(&mut s.inter, ni * t);
-        linear(inter, &l.w1, ni, x, t, false, split, &mut s.pad);
+        linear(
+            self.isa,
+            inter,
+            &l.w1,
+            compact.map(|c| &c.w1),
+            ni,
+            x,
+            t,
+            false,
+            par,
+            &mut s.lin,
+        );
         match self.act {
-            Activation::Gelu => kernels::bias_gelu_rows(inter, t, &l.b1),
-            Activation::GeluTanh => kernels::bias_gelu_tanh_rows(inter, t, &l.b1),
-            Activation::Relu => kernels::bias_relu_rows(inter, t, &l.b1),
+            Activation::Gelu => kernels::bias_gelu_rows(self.isa, inter, t, &l.b1),
+            Activation::GeluTanh => kernels::bias_gelu_tanh_rows(self.isa, inter, t, &l.b1),
+            Activation::Relu => kernels::bias_relu_rows(self.isa, inter, t, &l.b1),
         }
-        linear(x, &l.w2, h, inter, t, true, split, &mut s.pad);
-        kernels::bias_layer_norm_cols(x, t, &l.b2, &l.ln2_g, &l.ln2_b, self.eps, stats);
+        linear(
+            self.isa,
+            x,
+            &l.w2,
+            compact.map(|c| &c.w2),
+            h,
+            inter,
+            t,
+            true,
+            par,
+            &mut s.lin,
+        );
+        kernels::bias_layer_norm_cols(self.isa, x, t, &l.b2, &l.ln2_g, &l.ln2_b, self.eps, stats);
     }
 
     /// Scaled dot-product attention of head `head` for each sequence of the group over
@@ -479,7 +692,7 @@ impl FastBert {
             let part = |row: usize| &qkv[(row + head * hd) * t + c0..];
             let (qs, ks, vs) = (part(0), part(h), part(2 * h));
             let o = &mut out[c0..];
-            if kernels::attention(qs, ks, vs, t, n, hd, scale, o, t, &mut att.fused) {
+            if kernels::attention(self.isa, qs, ks, vs, t, n, hd, scale, o, t, &mut att.fused) {
                 continue;
             }
             // Fallback: scores = q · kᵀ (`[n, n]`), softmax, then outᵀ = v · pᵀ.
@@ -493,6 +706,7 @@ impl FastBert {
                 cs: t,
             };
             kernels::matmul(
+                self.isa,
                 scores,
                 n,
                 qm,
@@ -500,7 +714,7 @@ impl FastBert {
                 false,
                 Parallelism::None,
             );
-            kernels::softmax_rows(scores, n, scale, inv);
+            kernels::softmax_rows(self.isa, scores, n, scale, inv);
             let pt = MatRef {
                 data: scores,
                 rows: n,
@@ -509,6 +723,7 @@ impl FastBert {
                 cs: n,
             };
             kernels::matmul(
+                self.isa,
                 o,
                 t,
                 MatRef::rows(vs, hd, n, t),
@@ -518,7 +733,7 @@ impl FastBert {
             );
             // Each token's column scaled by 1 / its softmax sum.
             for row in o.chunks_mut(t).take(hd) {
-                kernels::mul_assign(&mut row[..n], inv);
+                kernels::mul_assign(self.isa, &mut row[..n], inv);
             }
         }
     }
@@ -533,6 +748,7 @@ mod tests {
 
     use super::{FastBert, Workspace};
     use crate::bert::{Bert, BertConfig};
+    use crate::kernels::Isa;
 
     /// A small random BERT with odd sizes (not multiples of the vector width).
     fn random_model(act: &str) -> (BertConfig, HashMap<String, Tensor>) {
@@ -606,7 +822,7 @@ mod tests {
             let dev = Device::Cpu;
             let vb = VarBuilder::from_tensors(tensors, DType::F32, &dev);
             let reference = Bert::load(vb.clone(), &cfg).unwrap();
-            let fast = FastBert::load(vb, &cfg).unwrap();
+            let mut fast = FastBert::load(vb, &cfg).unwrap();
             let mut seqs: Vec<Vec<u32>> = vec![
                 (0..37).map(|i| (i * 7 + 3) % 50).collect(),
                 vec![1, 2, 3],
@@ -631,24 +847,57 @@ mod tests {
             let want: Vec<Vec<Vec<f32>>> =
                 reference.forward(&ids, &mask).unwrap().to_vec3().unwrap();
             let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-            let mut ws = Workspace::default();
-            // Each mode twice, so the second pass reuses (dirty) buffers.
-            for mode in [false, false, true, true] {
-                let got = fast.forward_with(&refs, &[], &mut ws, Some(mode)).unwrap();
-                let mut row = 0;
-                let mut worst = 0f32;
-                for (b, s) in seqs.iter().enumerate() {
-                    for want_row in want[b].iter().take(s.len()) {
-                        let got_row = &got[row * 36..(row + 1) * 36];
-                        for (g, w) in got_row.iter().zip(want_row) {
+            for isa in Isa::supported() {
+                fast.set_isa(isa).unwrap();
+                let mut ws = Workspace::default();
+                // Each mode twice, so the second pass reuses (dirty) buffers.
+                for mode in [false, false, true, true] {
+                    let got = fast
+                        .forward_with(&refs, &[], &mut ws, Some(mode), false)
+                        .unwrap();
+                    let mut row = 0;
+                    let mut worst = 0f32;
+                    for (b, s) in seqs.iter().enumerate() {
+                        for want_row in want[b].iter().take(s.len()) {
+                            let got_row = &got[row * 36..(row + 1) * 36];
+                            for (g, w) in got_row.iter().zip(want_row) {
+                                worst = worst.max((g - w).abs());
+                            }
+                            row += 1;
+                        }
+                    }
+                    assert_eq!(row * 36, got.len());
+                    assert!(worst < 2e-5, "{act} {isa} {mode}: max |difference| {worst}");
+                }
+                // One sequence at a time: the narrow product of a query (up to 32
+                // tokens), and the general one past it.
+                for (b, s) in seqs.iter().enumerate().take(4) {
+                    let got = fast.forward(&[s.as_slice()], &mut ws).unwrap();
+                    let mut worst = 0f32;
+                    for (p, want_row) in want[b].iter().take(s.len()).enumerate() {
+                        for (g, w) in got[p * 36..(p + 1) * 36].iter().zip(want_row) {
                             worst = worst.max((g - w).abs());
                         }
-                        row += 1;
                     }
+                    assert!(
+                        worst < 2e-5,
+                        "{act} {isa} alone, {} tokens: max |difference| {worst}",
+                        s.len()
+                    );
                 }
-                assert_eq!(row * 36, got.len());
-                assert!(worst < 2e-5, "{act} {mode}: max |difference| {worst}");
             }
+        }
+    }
+
+    #[test]
+    fn an_isa_the_cpu_lacks_is_refused() {
+        let (cfg, tensors) = random_model("gelu");
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let mut fast = FastBert::load(vb, &cfg).unwrap();
+        assert_eq!(fast.isa(), crate::kernels::isa());
+        for isa in Isa::ALL {
+            let r = fast.set_isa(isa);
+            assert_eq!(r.is_ok(), isa <= crate::kernels::detected(), "{isa}: {r:?}");
         }
     }
 

@@ -6,10 +6,12 @@ pub mod bert;
 pub mod cache;
 pub mod cross;
 pub mod fastbert;
-mod kernels;
+pub mod kernels;
 pub mod sentence;
 pub mod testing;
 
 pub use cache::{known, CachedModel, KnownModel, ModelCache, DEFAULT_EMBEDDER, KNOWN_MODELS};
 pub use cross::CrossEncoder;
+pub use fastbert::QueryWeights;
+pub use kernels::{detected, isa, isa_from_env, Isa};
 pub use sentence::{Pooling, SentenceEmbedder};

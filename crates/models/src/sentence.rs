@@ -15,7 +15,8 @@ use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::bert::BertConfig;
-use crate::fastbert::{FastBert, Workspace};
+use crate::fastbert::{FastBert, QueryWeights, Workspace};
+use crate::kernels::Isa;
 
 /// How token states become one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +195,33 @@ impl SentenceEmbedder {
         })
     }
 
+    /// The instruction set the encoder's kernels run with.
+    pub fn isa(&self) -> Isa {
+        self.bert.isa()
+    }
+
+    /// Run the encoder's kernels with `isa` instead of the default ([`crate::isa`]);
+    /// one this CPU does not run is an error.
+    pub fn set_isa(&mut self, isa: Isa) -> Result<(), ModelError> {
+        self.bert.set_isa(isa).map_err(ModelError::Invalid)
+    }
+
+    /// How the query path holds its weights ([`QueryWeights`]).
+    pub fn query_weights(&self) -> QueryWeights {
+        self.bert.query_weights()
+    }
+
+    /// Hold the query path's weights as `format`: one query of up to 32 word pieces
+    /// then runs on compact copies of the weights (documents keep the f32 ones).
+    pub fn set_query_weights(&mut self, format: QueryWeights) {
+        self.bert.set_query_weights(format);
+    }
+
+    /// Split a query's matrix products over two threads (on by default).
+    pub fn set_query_split(&mut self, on: bool) {
+        self.bert.set_query_split(on);
+    }
+
     /// Texts per forward pass (at least 1).
     pub fn set_batch_size(&mut self, n: usize) {
         self.batch_size = n.max(1);
@@ -204,8 +232,9 @@ impl SentenceEmbedder {
         self.pooling
     }
 
-    /// Vectors of already tokenized texts (one forward pass).
-    fn embed_batch(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, ModelError> {
+    /// Vectors of already tokenized texts (one forward pass); `query`: one query, on
+    /// the query path.
+    fn embed_batch(&self, seqs: &[&[u32]], query: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         // A second caller while a batch runs gets its own buffers instead of waiting.
         let mut own = None;
         let mut guard = self.workspace.try_lock().ok();
@@ -213,7 +242,11 @@ impl SentenceEmbedder {
             Some(ws) => ws,
             None => own.insert(Workspace::default()),
         };
-        let hidden = self.bert.forward(seqs, ws).map_err(ModelError::Inference)?;
+        let hidden = match seqs {
+            [one] if query => self.bert.forward_query(one, ws),
+            _ => self.bert.forward(seqs, ws),
+        }
+        .map_err(ModelError::Inference)?;
         let h = self.dim;
         let mut out = Vec::with_capacity(seqs.len());
         let mut start = 0;
@@ -302,7 +335,8 @@ impl Embedder for SentenceEmbedder {
             }
             .map_err(|e| ModelError::Inference(e.to_string()))?;
             let seqs: Vec<&[u32]> = enc.iter().map(|e| e.get_ids()).collect();
-            for (&i, v) in group.iter().zip(self.embed_batch(&seqs)?) {
+            let query = kind == TextKind::Query && texts.len() == 1;
+            for (&i, v) in group.iter().zip(self.embed_batch(&seqs, query)?) {
                 out[i] = v;
             }
         }
