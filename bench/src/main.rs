@@ -42,6 +42,7 @@ const USAGE: &str = "usage:
   nc-bench embed --corpus FILE --model-dir DIR [-n 2000] [--reps N] [--isa all|LIST]
   nc-bench embed-query --queries FILE --model-dir DIR [-n 300] [--warm 20] [--isa all|LIST]
                        [--query-weights f32,bf16,int8] [--split on,off]
+  nc-bench isas   (the instruction sets this CPU runs, widest first)
   nc-bench kernels [--isa all|LIST] [--tokens 1,8,16,24,32,64,256] [--weights f32,bf16,int8] [--threads N]
   nc-bench vectors --data-dir DIR --queries FILE [--collection C] [--model-dir DIR]
                    [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
@@ -415,6 +416,14 @@ fn main() -> ExitCode {
         "embed" => bench_embed(&args[1..]),
         "embed-query" => embed_query::bench_embed_query(&args[1..]),
         "kernels" => kernels::bench_kernels(&args[1..]),
+        "isas" => {
+            let names: Vec<&str> = neuralcore_models::Isa::supported()
+                .into_iter()
+                .map(|i| i.name())
+                .collect();
+            println!("{}", names.join(" "));
+            Ok(())
+        }
         "vectors" => vectors::bench_vectors(&args[1..]),
         "mind" => mind::bench_mind(&args[1..]),
         "agents-reload" => agents::bench_reload(&args[1..]),

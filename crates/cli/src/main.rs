@@ -23,6 +23,9 @@ use neuralcore_engine::{Config, Engine, SearchMode, SearchOptions};
 ///
 /// Ingest folders of documents (txt, md, html, pdf, json, jsonl, csv) into an embedded
 /// store in the data dir, then search them. Everything runs in this one process.
+///
+/// The embedding model runs on the widest instruction set the CPU has (AVX-512, AVX2
+/// or portable code); NEURALCORE_ISA=avx512|avx2|portable forces a narrower one.
 #[derive(Parser, Debug)]
 #[command(name = "neuralcore", version, about, long_about)]
 struct Cli {
@@ -991,7 +994,8 @@ fn models(g: &Global, what: ModelsCommand) -> Result<ExitCode> {
                     "model {model:?} is not in the cache: run `neuralcore models pull {model}`"
                 );
             }
-            let e = neuralcore_models::SentenceEmbedder::load(&cache.path(&model), &model)?;
+            let mut e = neuralcore_models::SentenceEmbedder::load(&cache.path(&model), &model)?;
+            e.set_query_weights(load_config(g)?.embedding.query_weights);
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let kind = if query {
                 TextKind::Query

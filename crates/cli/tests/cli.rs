@@ -9,9 +9,10 @@ use serde_json::Value;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
-    // Tests never inherit a user's settings.
+    // Tests never inherit a user's settings, but for the instruction set the suite runs
+    // the encoder on (`NEURALCORE_ISA=avx2 scripts/test.sh`).
     for (k, _) in std::env::vars() {
-        if k.starts_with("NEURALCORE_") {
+        if k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA" {
             c.env_remove(k);
         }
     }
@@ -1179,4 +1180,43 @@ fn eval_locomo_fits_the_reranker_and_reports_side_by_side() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("cannot fit the reranker"), "{err}");
     assert!(err.contains("evidence"), "{err}");
+}
+
+/// `NEURALCORE_ISA`: a bad value is a usage error naming the accepted ones; every
+/// instruction set this CPU runs embeds the same vector.
+#[test]
+fn instruction_set_override() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = bin()
+        .env("NEURALCORE_ISA", "sse9")
+        .arg("--data-dir")
+        .arg(tmp.path())
+        .arg("collections")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NEURALCORE_ISA") && err.contains("avx512, avx2 or portable"),
+        "{err}"
+    );
+    // `models embed` reads the model cache of its data dir: the one the suite pulled.
+    let data = PathBuf::from(model_cache()).parent().unwrap().to_path_buf();
+    let embed = |isa: &str| -> Vec<f64> {
+        let out = bin()
+            .env("NEURALCORE_ISA", isa)
+            .args(["--json", "--data-dir"])
+            .arg(&data)
+            .args(["models", "embed", "--query", "How do tides work?"])
+            .output()
+            .unwrap();
+        let v = json(&out);
+        serde_json::from_value(v["vectors"][0].clone()).unwrap_or_else(|e| panic!("{e}: {v}"))
+    };
+    let widest = embed(neuralcore_models::detected().name());
+    for isa in neuralcore_models::Isa::supported() {
+        let v = embed(isa.name());
+        let dot: f64 = v.iter().zip(&widest).map(|(a, b)| a * b).sum();
+        assert!(dot > 0.9999, "{isa}: cosine {dot}");
+    }
 }

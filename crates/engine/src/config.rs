@@ -1126,6 +1126,22 @@ mod tests {
         assert!(e.to_string().contains("kone"), "{e}");
         let e = Config::load(None, vec![("NEURALCORE_KEYWORD_B".into(), "2".into())]).unwrap_err();
         assert!(e.to_string().contains("keyword.b"), "{e}");
+        // The query path's weight format: the documented names, and a clear error.
+        let c = Config::load(
+            None,
+            vec![("NEURALCORE_EMBEDDING_QUERY_WEIGHTS".into(), "int8".into())],
+        )
+        .unwrap();
+        assert_eq!(
+            c.embedding.query_weights,
+            neuralcore_models::QueryWeights::Int8
+        );
+        let e = Config::load(
+            None,
+            vec![("NEURALCORE_EMBEDDING_QUERY_WEIGHTS".into(), "fp8".into())],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("bf16"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("neuralcore.toml");
         std::fs::write(&f, "[keyword\nk1 = ").unwrap();
