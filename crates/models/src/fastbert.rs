@@ -889,6 +889,93 @@ mod tests {
         }
     }
 
+    /// The query path (one sequence of at most 32 tokens, products split over the pool)
+    /// in each weight format is exactly the candle encoder run on the weights as that
+    /// format holds them.
+    #[test]
+    fn the_query_path_in_every_format_matches_the_candle_encoder() {
+        use crate::fastbert::QueryWeights;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let (cfg, tensors) = random_model("gelu");
+        let dev = Device::Cpu;
+        let linear = |k: &str| {
+            k.contains("attention.self.")
+                || k.contains("attention.output.dense")
+                || k.contains("intermediate.dense")
+                || k.contains("output.dense")
+        };
+        let seqs: Vec<Vec<u32>> = vec![
+            vec![7],
+            (0..5).map(|i| (i * 3 + 1) % 50).collect(),
+            (0..17).map(|i| (i * 11 + 5) % 50).collect(),
+            (0..32).map(|i| (i * 13 + 2) % 50).collect(),
+        ];
+        for format in [QueryWeights::F32, QueryWeights::Bf16, QueryWeights::Int8] {
+            // The reference gets each linear weight as the format holds it.
+            let held: HashMap<String, Tensor> = tensors
+                .iter()
+                .map(|(k, t)| {
+                    if !(linear(k) && k.ends_with(".weight")) || format == QueryWeights::F32 {
+                        return (k.clone(), t.clone());
+                    }
+                    let (rows, _) = t.dims2().unwrap();
+                    let w: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
+                    let v: Vec<f32> = match format {
+                        QueryWeights::Bf16 => crate::kernels::to_bf16(&w)
+                            .iter()
+                            .map(|&h| f32::from_bits(u32::from(h) << 16))
+                            .collect(),
+                        _ => {
+                            let (q, sc) = crate::kernels::to_int8(&w, rows);
+                            let inp = w.len() / rows;
+                            q.iter()
+                                .enumerate()
+                                .map(|(i, &x)| f32::from(x) * sc[i / inp])
+                                .collect()
+                        }
+                    };
+                    (k.clone(), Tensor::from_vec(v, t.dims(), &dev).unwrap())
+                })
+                .collect();
+            let reference =
+                Bert::load(VarBuilder::from_tensors(held, DType::F32, &dev), &cfg).unwrap();
+            let mut fast = FastBert::load(
+                VarBuilder::from_tensors(tensors.clone(), DType::F32, &dev),
+                &cfg,
+            )
+            .unwrap();
+            fast.set_query_weights(format);
+            for isa in Isa::supported() {
+                fast.set_isa(isa).unwrap();
+                for split in [false, true] {
+                    fast.set_query_split(split);
+                    let mut ws = Workspace::default();
+                    for s in &seqs {
+                        let ids = Tensor::from_vec(s.clone(), (1, s.len()), &dev).unwrap();
+                        let mask = Tensor::ones((1, s.len()), DType::U32, &dev).unwrap();
+                        let want: Vec<Vec<Vec<f32>>> =
+                            reference.forward(&ids, &mask).unwrap().to_vec3().unwrap();
+                        let got = pool.install(|| fast.forward_query(s, &mut ws).unwrap().to_vec());
+                        let worst = want[0]
+                            .iter()
+                            .flatten()
+                            .zip(&got)
+                            .map(|(w, g)| (w - g).abs())
+                            .fold(0f32, f32::max);
+                        assert!(
+                            worst < 2e-5,
+                            "{format} {isa} split {split}, {} tokens: max |difference| {worst}",
+                            s.len()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn an_isa_the_cpu_lacks_is_refused() {
         let (cfg, tensors) = random_model("gelu");

@@ -43,8 +43,9 @@ const PAD: usize = 32;
 /// `q[d * rs + i]` (likewise `k`, `v`), and the output goes to `out[d * out_rs + i]`:
 /// `out[:, i] = softmax(scale · q[:, i]ᵀ k) · vᵀ`, compiled for `isa`.
 ///
-/// Takes `n <= 512` and `head_dim` a multiple of 8 (AVX-512) or 4; returns `false`
-/// (and does nothing) otherwise, so the caller can fall back to `gemm` + softmax.
+/// Takes `n <= 512`, `head_dim` a multiple of 8 (AVX-512) or 4 and `scale > 0`;
+/// returns `false` (and does nothing) otherwise, so the caller can fall back to `gemm`
+/// + softmax.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     isa: Isa,
@@ -61,7 +62,9 @@ pub fn attention(
 ) -> bool {
     let isa = isa.capped();
     let db = if isa == Isa::Avx512 { 8 } else { 4 };
-    if head_dim == 0 || !head_dim.is_multiple_of(db) || n > MAX_N {
+    // The kernel's exp takes inputs <= 0, which needs a positive scale.
+    let positive = scale > 0.0; // false for NaN too
+    if head_dim == 0 || !head_dim.is_multiple_of(db) || n > MAX_N || !positive {
         return false;
     }
     if n == 0 {

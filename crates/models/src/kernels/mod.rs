@@ -99,22 +99,22 @@ pub fn detected() -> Isa {
     *DETECTED.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512f")
+            // gemm's AVX2 kernels (with candle's f16 feature) also require F16C, which
+            // a VM may hide.
+            let avx2 = is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+                && is_x86_feature_detected!("bmi1")
+                && is_x86_feature_detected!("bmi2");
+            if avx2
+                && is_x86_feature_detected!("avx512f")
                 && is_x86_feature_detected!("avx512bw")
                 && is_x86_feature_detected!("avx512dq")
                 && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-                && is_x86_feature_detected!("bmi1")
-                && is_x86_feature_detected!("bmi2")
             {
                 return Isa::Avx512;
             }
-            if is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-                && is_x86_feature_detected!("bmi1")
-                && is_x86_feature_detected!("bmi2")
-            {
+            if avx2 {
                 return Isa::Avx2;
             }
         }
@@ -191,13 +191,22 @@ impl<'a> MatRef<'a> {
     }
 }
 
-/// Elements spanned by a strided matrix (index of the last one + 1).
+/// Elements spanned by a strided matrix (index of the last one + 1). Panics when that
+/// overflows or a stride does not fit an `isize` (gemm takes signed strides): a caller
+/// passing such a matrix must never get past the bounds checks built on this.
 fn span(rows: usize, cols: usize, rs: usize, cs: usize) -> usize {
+    assert!(
+        rs <= isize::MAX as usize && cs <= isize::MAX as usize,
+        "matrix stride too large"
+    );
     if rows == 0 || cols == 0 {
-        0
-    } else {
-        (rows - 1) * rs + (cols - 1) * cs + 1
+        return 0;
     }
+    (rows - 1)
+        .checked_mul(rs)
+        .and_then(|a| (cols - 1).checked_mul(cs).and_then(|b| a.checked_add(b)))
+        .and_then(|a| a.checked_add(1))
+        .expect("matrix span overflows")
 }
 
 /// `dst = a · b` (or `dst += a · b` with `accumulate`), `dst` row-major with row stride
@@ -418,6 +427,7 @@ pub fn linear(
             // Two parts of the rows (multiples of 12, whole blocks of every kernel
             // shape), each streaming its own part of the weights.
             let inp = w.len() / rows;
+            assert_eq!(w.len(), rows * inp, "linear: weight shape");
             let r0 = (rows / 2).div_ceil(12) * 12;
             let (d0, d1) = dst[..rows * t].split_at_mut(r0 * t);
             let (w0, w1) = (w.rows(inp, 0, r0), w.rows(inp, r0, rows));
@@ -573,6 +583,8 @@ fn softmax_rows_imp<const FMA: bool>(
     scale: f32,
     inv_sums: &mut [f32],
 ) {
+    // Its exp takes inputs <= 0: `scale · (x - max)` with a positive scale.
+    assert!(scale > 0.0, "softmax_rows: scale must be positive");
     for (row, inv_sum) in x.chunks_exact_mut(width).zip(inv_sums.iter_mut()) {
         let mut mx = [f32::NEG_INFINITY; LANES];
         let mut chunks = row.chunks_exact(LANES);
@@ -820,12 +832,127 @@ mod tests {
         }
     }
 
+    /// The query path's product: split over two threads or not, in every weight format,
+    /// it is the exact product of the weights as the format holds them.
+    #[test]
+    fn linear_split_and_compact_weights_match_the_widened_product() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for isa in Isa::supported() {
+            for (rows, inp, t) in [(64, 40, 1), (65, 37, 5), (100, 64, 17), (1536, 24, 32)] {
+                let w: Vec<f32> = (0..rows * inp)
+                    .map(|i| ((i * 7919) % 101) as f32 * 0.013 - 0.6)
+                    .collect();
+                let x: Vec<f32> = (0..inp * t)
+                    .map(|i| ((i * 104_729) % 89) as f32 * 0.02 - 0.9)
+                    .collect();
+                let bf = to_bf16(&w);
+                let (q, scales) = to_int8(&w, rows);
+                let widened: Vec<(Weights<'_>, Vec<f32>)> = vec![
+                    (Weights::F32(&w), w.clone()),
+                    (
+                        Weights::Bf16(&bf),
+                        bf.iter()
+                            .map(|&h| f32::from_bits(u32::from(h) << 16))
+                            .collect(),
+                    ),
+                    (
+                        Weights::Int8 {
+                            q: &q,
+                            scales: &scales,
+                        },
+                        q.iter()
+                            .enumerate()
+                            .map(|(i, &v)| f32::from(v) * scales[i / inp])
+                            .collect(),
+                    ),
+                ];
+                for (weights, exact) in widened {
+                    for accumulate in [false, true] {
+                        let start: Vec<f32> = (0..rows * t).map(|i| i as f32 * 0.01).collect();
+                        let mut want = start.clone();
+                        matmul(
+                            Isa::Portable,
+                            &mut want,
+                            t,
+                            MatRef::rows(&exact, rows, inp, inp),
+                            MatRef::rows(&x, inp, t, t),
+                            accumulate,
+                            Parallelism::None,
+                        );
+                        for par in [Parallelism::None, Parallelism::Rayon(0)] {
+                            let mut got = start.clone();
+                            let mut scratch = LinearScratch::default();
+                            pool.install(|| {
+                                linear(
+                                    isa,
+                                    &mut got,
+                                    weights,
+                                    rows,
+                                    &x,
+                                    t,
+                                    accumulate,
+                                    par,
+                                    &mut scratch,
+                                )
+                            });
+                            for (g, w) in got.iter().zip(&want) {
+                                assert!(
+                                    (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                                    "{isa} {rows}x{inp}x{t}: {g} vs {w}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn compact_formats_round_as_documented() {
+        assert_eq!(to_bf16(&[1.0, -2.5, 0.0]), [0x3f80, 0xc020, 0]);
+        // 1 + 2^-8 lies halfway between two bfloat16 values: ties go to even.
+        assert_eq!(to_bf16(&[1.0 + 1.0 / 256.0]), [0x3f80]);
+        assert_eq!(to_bf16(&[1.0 + 3.0 / 256.0]), [0x3f82]);
+        assert!(f32::from_bits(u32::from(to_bf16(&[f32::NAN])[0]) << 16).is_nan());
+        let (q, s) = to_int8(&[0.5, -1.0, 0.25, 0.0, 0.0, 0.0], 2);
+        assert_eq!(q, [64, -127, 32, 0, 0, 0]);
+        assert_eq!(s, [1.0 / 127.0, 1.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "stride too large")]
+    fn a_stride_past_isize_is_refused_before_gemm() {
+        let a = [1.0f32, 2.0];
+        let wild = MatRef {
+            data: &a,
+            rows: 2,
+            cols: 1,
+            rs: usize::MAX,
+            cs: 1,
+        };
+        let mut d = [0.0f32; 2];
+        matmul(
+            Isa::Portable,
+            &mut d,
+            1,
+            wild,
+            MatRef::rows(&a[..1], 1, 1, 1),
+            false,
+            Parallelism::None,
+        );
+    }
+
     #[test]
     fn isa_names_parse_and_cap() {
         for isa in Isa::ALL {
             assert_eq!(isa.name().parse::<Isa>(), Ok(isa));
-            assert!(isa.capped() <= detected());
         }
+        assert_eq!(Isa::Avx512.capped(), detected());
+        assert_eq!(Isa::Portable.capped(), Isa::Portable);
         assert_eq!(" AVX2 ".parse::<Isa>(), Ok(Isa::Avx2));
         assert!("sse9"
             .parse::<Isa>()
