@@ -57,6 +57,12 @@ pub struct AskOptions {
     /// The memory project to recall from (when the orchestrator has a memory store);
     /// empty: every project.
     pub project: Option<String>,
+    /// The tenant asking: memories are recalled from this tenant's only (empty: the
+    /// `default` tenant).
+    pub tenant: String,
+    /// The caller's cancellation: set, the loop stops at its next stage and the run
+    /// ends in [`AgentError::Cancelled`] (a front end whose client went away).
+    pub cancel: Cancel,
 }
 
 /// A trust signal the loop sent to a recalled memory.
@@ -471,9 +477,15 @@ impl Orchestrator {
         if let Some(p) = &opts.project {
             scope.write("input.project", json!(p), me, None)?;
         }
+        let tenant = if opts.tenant.is_empty() {
+            "default"
+        } else {
+            opts.tenant.as_str()
+        };
+        scope.write("input.tenant", json!(tenant), me, None)?;
         scope.write("loop.switches", json!(switches), me, None)?;
         scope.write("loop.tried", json!([]), me, None)?;
-        let cancel = Cancel::default();
+        let cancel = opts.cancel.clone();
         let ctx = AgentContext {
             mind: &scope,
             services: &self.services,
@@ -505,6 +517,9 @@ impl Orchestrator {
         };
 
         for n in 1..=max_iterations {
+            if cancel.is_cancelled() {
+                return Err(AgentError::Cancelled);
+            }
             let it_start = Instant::now();
             let it_clock = clock.now();
             scope.write("loop.iteration", json!(n), me, None)?;
@@ -698,6 +713,9 @@ impl Orchestrator {
             }
         }
         decisions.push(format!("stop: {stopped}"));
+        if cancel.is_cancelled() {
+            return Err(AgentError::Cancelled);
+        }
 
         // GENERATE, then CHECK claim support.
         write_budget(&cost)?;

@@ -52,4 +52,7 @@ pub enum AgentError {
     /// The caller's input cannot be used (an empty or oversized question).
     #[error("{0}")]
     Invalid(String),
+    /// The caller cancelled the run.
+    #[error("the run was cancelled")]
+    Cancelled,
 }

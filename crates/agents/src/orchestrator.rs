@@ -41,7 +41,9 @@ pub struct RunReport {
     pub elapsed_ms: f64,
 }
 
-/// Runs roles over the Mind.
+/// Runs roles over the Mind. Cheap to clone: a request that needs services of its own
+/// (a memory store, a stream sink) runs on a clone.
+#[derive(Clone)]
 pub struct Orchestrator {
     /// Tools.
     pub registry: Registry,

@@ -1,41 +1,15 @@
 //! `neuralcore agents list|check|run`, `neuralcore tools list`, `neuralcore mind keys`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use neuralcore_agents::{
     final_chunks, AgentLoader, Orchestrator, Registry, Services, RETRIEVAL_ROLES,
 };
 use neuralcore_engine::{Config, Engine};
-use neuralcore_mind::{Mind, MindConfig};
-
-/// The blackboard the config asks for.
-pub fn open_mind(config: &Config, data_dir: &Path) -> Result<Mind> {
-    let m = &config.mind;
-    let cfg = MindConfig {
-        max_value_bytes: m.max_value_bytes,
-        run_ttl: (m.run_ttl_secs > 0).then(|| Duration::from_secs(m.run_ttl_secs)),
-    };
-    Ok(match m.backend.as_str() {
-        "memory" => Mind::memory_with(cfg),
-        "redis" => {
-            let mut r = neuralcore_mind::RedisConfig::new(m.redis_url.clone());
-            r.prefix = m.redis_prefix.clone();
-            r.tenant = m.tenant.clone();
-            r.connect_timeout = Duration::from_millis(m.timeout_ms);
-            r.io_timeout = Duration::from_millis(m.timeout_ms);
-            Mind::redis(r, cfg).with_context(|| format!("cannot use Redis at {}", m.redis_url))?
-        }
-        _ => {
-            std::fs::create_dir_all(data_dir)
-                .with_context(|| format!("cannot create {}", data_dir.display()))?;
-            Mind::open_redb(&data_dir.join("mind.redb"), cfg)?
-        }
-    })
-}
+use neuralcore_mind::Mind;
 
 /// The agent folders: those named on the command line, else the config's.
 pub fn agent_dirs(config: &Config, dirs: Vec<PathBuf>) -> Vec<PathBuf> {
@@ -166,8 +140,11 @@ pub fn agents_run(json: bool, engine: Engine, mind: Mind, args: RunArgs) -> Resu
         mind: mind.clone(),
         services: Services::new(engine.clone()),
     };
-    let report = o.run(&run_id, query, collection, RETRIEVAL_ROLES, None)?;
-    let scope = mind.run(&run_id)?;
+    // The Mind keeps the default tenant's runs under `default-<id>`.
+    let mind_id = neuralcore_app::Tenant::default_tenant().run_id(&run_id);
+    let mut report = o.run(&mind_id, query, collection, RETRIEVAL_ROLES, None)?;
+    report.run_id = run_id.clone();
+    let scope = mind.run(&mind_id)?;
     let (key, mut hits) = final_chunks(&scope)?.unwrap_or_default();
     hits.truncate(k);
     if json {
@@ -227,7 +204,7 @@ pub fn mind_keys(
     values: bool,
 ) -> Result<ExitCode> {
     let scope = match run_id {
-        Some(r) => mind.run(r)?,
+        Some(r) => mind.run(&neuralcore_app::Tenant::default_tenant().run_id(r))?,
         None => mind.global(),
     };
     let entries = scope.read_pattern(pattern)?;

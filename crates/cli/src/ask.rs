@@ -2,64 +2,11 @@
 //! numbered citations, as JSON (`--json`, schema `neuralcore.ask/v1`), or with the loop
 //! traced (`--trace`).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use neuralcore_agents::{AgentLoader, AskOptions, AskReport, Orchestrator, Registry, Services};
-use neuralcore_engine::{Config, Engine};
-use neuralcore_mind::Mind;
-
-/// The services the config asks for: the engine, and the LLM and web search when
-/// configured.
-pub fn services(engine: Arc<Engine>) -> Result<Services> {
-    let cfg: &Config = engine.config();
-    let llm = if cfg.llm.is_configured() {
-        Some(Arc::new(
-            neuralcore_llm::LlmClient::new(cfg.llm.clone()).context("[llm] in the config")?,
-        ))
-    } else {
-        None
-    };
-    let web = if cfg.web.enabled() {
-        Some(Arc::new(
-            neuralcore_web::WebSearch::new(cfg.web.clone()).context("[web] in the config")?,
-        ))
-    } else {
-        None
-    };
-    Ok(Services {
-        llm,
-        web,
-        ..Services::new(engine)
-    })
-}
-
-/// An orchestrator over `engine` with the agents of `dirs` (missing folders: every role
-/// is filled by the registered tools with their defaults).
-pub fn orchestrator(engine: Arc<Engine>, mind: Mind, dirs: Vec<PathBuf>) -> Result<Orchestrator> {
-    let registry = Registry::discover().map_err(|e| anyhow::anyhow!(e))?;
-    let loader = Arc::new(AgentLoader::new(dirs, registry.clone()));
-    for e in loader.errors() {
-        eprintln!("warning: {e} (skipped)");
-    }
-    Ok(Orchestrator {
-        registry,
-        loader,
-        mind,
-        services: services(engine)?,
-    })
-}
-
-/// A fresh run id.
-pub fn new_run_id(prefix: &str) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{prefix}-{t}-{}", std::process::id())
-}
+use anyhow::Result;
+use neuralcore_agents::{AskOptions, AskReport};
+use neuralcore_app::{new_run_id, App, Tenant};
 
 /// What `ask` was asked.
 pub struct AskArgs {
@@ -67,13 +14,34 @@ pub struct AskArgs {
     pub opts: AskOptions,
     pub trace: bool,
     pub run_id: Option<String>,
+    /// Recall from the memory store too.
+    pub memory: bool,
+    /// Show an LLM answer's draft on stderr as it streams.
+    pub stream: bool,
 }
 
 /// `ask`.
-pub fn ask(json: bool, o: &Orchestrator, args: AskArgs) -> Result<ExitCode> {
-    o.services.engine.collection(&args.opts.collection)?;
+pub fn ask(json: bool, app: &App, args: AskArgs) -> Result<ExitCode> {
     let run_id = args.run_id.unwrap_or_else(|| new_run_id("ask"));
-    let report = o.ask(&run_id, &args.question, &args.opts)?;
+    let on_delta: Option<neuralcore_agents::tool::OnDelta> = args.stream.then(|| {
+        std::sync::Arc::new(|d: &str| {
+            use std::io::Write;
+            let mut e = std::io::stderr();
+            let _ = e.write_all(d.as_bytes());
+            let _ = e.flush();
+        }) as neuralcore_agents::tool::OnDelta
+    });
+    let report = app.ask(
+        &Tenant::default_tenant(),
+        &run_id,
+        &args.question,
+        &args.opts,
+        args.memory,
+        on_delta,
+    )?;
+    if args.stream && app.orchestrator().services.llm.is_some() {
+        eprintln!();
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use neuralcore_core::DEFAULT_COLLECTION;
-use neuralcore_engine::{Config, Engine, SearchMode, SearchOptions};
+use neuralcore_engine::{Config, Engine, SearchMode};
 
 /// neuralcore — retrieval you can trust, with the evidence attached.
 ///
@@ -569,8 +569,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             full,
         } => {
             let engine = open(g, load_config(g)?)?;
-            let k = k.unwrap_or(engine.config().search.k);
-            let res = engine.search(&collection, &query, k, SearchOptions { mode, rerank })?;
+            let res = neuralcore_app::search(
+                &engine,
+                &neuralcore_app::Tenant::default_tenant(),
+                &neuralcore_app::SearchRequest {
+                    mode,
+                    k,
+                    rerank,
+                    ..neuralcore_app::SearchRequest::new(&query, &collection)
+                },
+            )?;
             if let Some(why) = &res.fallback {
                 if !g.quiet {
                     eprintln!("note: keyword-only search: {why}");
@@ -581,7 +589,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .into_iter()
                 .map(|t| t.0)
                 .collect();
-            output::print_search(g.json, &engine, &collection, &query, &terms, &res, full)?;
+            output::print_search(g.json, &engine, &terms, &res, full)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rm {
@@ -703,15 +711,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     per_question,
                 },
         } => {
-            let config = load_config(g)?;
-            let dirs = agents::agent_dirs(&config, Vec::new());
-            let engine = std::sync::Arc::new(open(g, config)?);
             // Runs are scratch: keep them in memory, whatever the configured backend.
-            let o = ask::orchestrator(engine, neuralcore_mind::Mind::memory(), dirs)?;
+            let app = neuralcore_app::App::open(
+                &g.data_dir,
+                load_config(g)?,
+                neuralcore_app::OpenOptions {
+                    agent_dirs: Vec::new(),
+                    mind: Some(neuralcore_mind::Mind::memory()),
+                },
+            )?;
             qa::eval_qa(
                 g.json,
                 g.quiet,
-                &o,
+                app.orchestrator(),
                 &g.data_dir,
                 qa::QaArgs {
                     path,
@@ -774,7 +786,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     dirs,
                 } => {
                     let dirs = agents::agent_dirs(&config, dirs);
-                    let mind = agents::open_mind(&config, &g.data_dir)?;
+                    let mind = neuralcore_app::open_mind(&config, &g.data_dir)?;
                     let engine = open(g, config)?;
                     agents::agents_run(
                         g.json,
@@ -837,25 +849,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dirs,
         } => {
             let config = load_config(g)?;
-            let dirs = agents::agent_dirs(&config, dirs);
-            let mind = agents::open_mind(&config, &g.data_dir)?;
-            let engine = std::sync::Arc::new(open(g, config)?);
-            let data_dir = g.data_dir.clone();
-            let mut o = ask::orchestrator(engine.clone(), mind, dirs)?;
-            if memory {
-                let store = memory::open_store(engine.config(), &data_dir)?;
-                o.services.memory = Some(std::sync::Arc::new(
-                    neuralcore_memory::MemorySearcher::new(store, engine.embedder()),
-                ));
-            }
-            if stream {
-                o.services.on_delta = Some(std::sync::Arc::new(|d: &str| {
-                    use std::io::Write;
-                    let mut e = std::io::stderr();
-                    let _ = e.write_all(d.as_bytes());
-                    let _ = e.flush();
-                }));
-            }
+            let app = neuralcore_app::App::open(
+                &g.data_dir,
+                config,
+                neuralcore_app::OpenOptions {
+                    agent_dirs: dirs,
+                    mind: None,
+                },
+            )?;
             let switches = neuralcore_agents::Switches {
                 no_retrieval,
                 no_grade,
@@ -864,9 +865,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 no_reflect,
                 skip_expensive: false,
             };
-            let r = ask::ask(
+            ask::ask(
                 g.json,
-                &o,
+                &app,
                 ask::AskArgs {
                     question,
                     opts: neuralcore_agents::AskOptions {
@@ -876,15 +877,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         deadline_ms,
                         session,
                         project,
+                        ..Default::default()
                     },
                     trace,
                     run_id,
+                    memory,
+                    stream,
                 },
-            );
-            if stream && o.services.llm.is_some() {
-                eprintln!();
-            }
-            r
+            )
         }
         Command::Mind {
             what:
@@ -895,7 +895,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 },
         } => {
             let config = load_config(g)?;
-            let mind = agents::open_mind(&config, &g.data_dir)?;
+            let mind = neuralcore_app::open_mind(&config, &g.data_dir)?;
             agents::mind_keys(g.json, mind, run_id.as_deref(), &pattern, values)
         }
         Command::Config {
@@ -1005,7 +1005,10 @@ fn models(g: &Global, what: ModelsCommand) -> Result<ExitCode> {
             let vectors = e.embed(&refs, kind)?;
             println!(
                 "{}",
-                serde_json::json!({ "model": e.model_id(), "dimension": e.dimension(), "vectors": vectors })
+                serde_json::json!({
+                    "model": e.model_id(), "dimension": e.dimension(), "isa": e.isa().name(),
+                    "query_weights": e.query_weights(), "vectors": vectors,
+                })
             );
         }
     }

@@ -9,8 +9,8 @@ use clap::Subcommand;
 use neuralcore_engine::{Config, Engine};
 use neuralcore_memory::graph::{self, Entity, EntityKind};
 use neuralcore_memory::{
-    now_ms, Filter, Kind, MemScope, Memory, MemoryBackend, MemorySearcher, MemoryStore, NewMemory,
-    RelKind, SearchOptions, Signal, Status,
+    now_ms, Filter, Kind, MemScope, Memory, MemorySearcher, MemoryStore, NewMemory, RelKind,
+    SearchOptions, Signal, Status,
 };
 
 /// Memory subcommands.
@@ -137,33 +137,6 @@ pub enum MemoryCommand {
     },
 }
 
-/// The configured memory backend.
-pub fn open_backend(config: &Config, data_dir: &Path) -> Result<Arc<dyn MemoryBackend>> {
-    let m = &config.memory;
-    Ok(match m.backend.as_str() {
-        "memory" => Arc::new(neuralcore_memory::InMemoryBackend::new()),
-        "postgres" => Arc::new(
-            neuralcore_memory_pg::PgBackend::connect(&m.postgres_url, &m.postgres_schema)
-                .context("[memory] postgres backend")?,
-        ),
-        _ => {
-            std::fs::create_dir_all(data_dir)
-                .with_context(|| format!("cannot create {}", data_dir.display()))?;
-            Arc::new(neuralcore_memory::RedbBackend::open(
-                &data_dir.join("memory.redb"),
-            )?)
-        }
-    })
-}
-
-/// The memory store the config asks for.
-pub fn open_store(config: &Config, data_dir: &Path) -> Result<Arc<MemoryStore>> {
-    Ok(Arc::new(MemoryStore::new(
-        open_backend(config, data_dir)?,
-        config.memory.trust(),
-    )?))
-}
-
 fn show(m: &Memory) {
     println!(
         "{}  trust {:.3}  {}  {}{}",
@@ -205,7 +178,7 @@ fn memory_entities(cfg: &Config, m: &Memory) -> (Vec<Entity>, String) {
 /// Run a memory subcommand.
 pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> Result<ExitCode> {
     let cfg = engine.config().clone();
-    let store = open_store(&cfg, data_dir)?;
+    let store = neuralcore_app::open_memory_store(&cfg, data_dir)?;
     let now = now_ms();
     let print = |v: serde_json::Value| -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);

@@ -5,9 +5,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use neuralcore_engine::{
-    Engine, FileOutcome, IngestObserver, IngestSummary, SearchHit, SearchResults,
-};
+use neuralcore_app::SearchResponse;
+use neuralcore_engine::{Engine, FileOutcome, IngestObserver, IngestSummary};
 
 /// Ingest progress: a bar on a terminal (never with --json or -q), error lines always.
 pub struct Progress {
@@ -148,77 +147,45 @@ fn highlight(engine: &Engine, collection: &str, text: &str, terms: &[String]) ->
     out
 }
 
-fn hit_json(h: &SearchHit) -> serde_json::Value {
-    let p = h.document.provenance.first();
-    serde_json::json!({
-        "rank": h.rank,
-        "score": h.score,
-        "chunk_id": h.chunk.id(),
-        "doc_id": h.document.id(),
-        "ordinal": h.chunk.ordinal,
-        "title": h.document.title,
-        "path": p.map(|p| p.uri.clone()),
-        "locator": p.and_then(|p| p.locator.clone()),
-        "external_id": p.and_then(|p| p.external_id.clone()),
-        "section": h.chunk.section,
-        "span": [h.chunk.span.0, h.chunk.span.1],
-        "tokens": h.chunk.tokens,
-        "text": h.chunk.text,
-        "provenance": h.document.provenance,
-    })
-}
-
+/// Search results: the versioned JSON (`neuralcore.search/v1`), or one block per hit.
 pub fn print_search(
     json: bool,
     engine: &Engine,
-    collection: &str,
-    query: &str,
     terms: &[String],
-    res: &SearchResults,
+    res: &SearchResponse,
     full: bool,
 ) -> Result<()> {
-    let hits = &res.hits;
     if json {
-        let v = serde_json::json!({
-            "query": query,
-            "collection": collection,
-            "mode": res.mode,
-            "fallback": res.fallback,
-            "reranked": res.reranked,
-            "hits": hits.iter().map(hit_json).collect::<Vec<_>>(),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(res)?);
         return Ok(());
     }
-    if hits.is_empty() {
+    let (query, collection) = (&res.query, &res.collection);
+    if res.hits.is_empty() {
         println!("no results for {query:?} in collection {collection}");
         return Ok(());
     }
     let color = std::io::stdout().is_terminal();
-    for h in hits {
-        let p = h.document.provenance.first();
-        let path = p.map(|p| p.uri.as_str()).unwrap_or("");
-        let loc = p
-            .and_then(|p| p.locator.as_deref())
+    for h in &res.hits {
+        let path = h.path.as_deref().unwrap_or("");
+        let loc = h
+            .locator
+            .as_deref()
             .map(|l| format!(" ({l})"))
             .unwrap_or_default();
-        let section = if h.chunk.section.is_empty() {
+        let section = if h.section.is_empty() {
             String::new()
         } else {
-            format!(" › {}", h.chunk.section.join(" › "))
+            format!(" › {}", h.section.join(" › "))
         };
         println!(
             "{:>2}. {:.3}  {}  [{}]",
-            h.rank,
-            h.score,
-            h.document.title,
-            h.chunk.id()
+            h.rank, h.score, h.title, h.chunk_id
         );
         println!("    {path}{loc}{section}");
-        let mut text: String = if full || h.chunk.text.chars().count() <= 400 {
-            h.chunk.text.clone()
+        let mut text: String = if full || h.text.chars().count() <= 400 {
+            h.text.clone()
         } else {
-            let mut t: String = h.chunk.text.chars().take(400).collect();
+            let mut t: String = h.text.chars().take(400).collect();
             t.push('…');
             t
         };

@@ -218,6 +218,7 @@ pub fn eval_qa(
                 deadline_ms: None,
                 session: None,
                 project: None,
+                ..Default::default()
             };
             let r = o.ask(&run_id, &q.question, &opts)?;
             let latency_ms = start.elapsed().as_secs_f64() * 1e3;

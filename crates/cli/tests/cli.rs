@@ -1211,6 +1211,8 @@ fn instruction_set_override() {
             .output()
             .unwrap();
         let v = json(&out);
+        // The override reached the encoder.
+        assert_eq!(v["isa"], isa, "{v}");
         serde_json::from_value(v["vectors"][0].clone()).unwrap_or_else(|e| panic!("{e}: {v}"))
     };
     let widest = embed(neuralcore_models::detected().name());

@@ -56,6 +56,37 @@ pub fn validate_collection(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Separates a tenant from its collection's name in the store (`acme~docs`); never
+/// part of a collection name a caller chooses.
+pub const TENANT_SEP: char = '~';
+
+/// Check a tenant id: 1–32 characters of `[a-z0-9_]`, starting with a letter or digit.
+/// No `-`: a tenant's run and session ids are `<tenant>-<id>`, split at the first `-`.
+pub fn validate_tenant(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 32 {
+        return Err(format!("tenant id {id:?} must be 1 to 32 characters long"));
+    }
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    if !id.chars().all(ok) || !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "tenant id {id:?} may only hold lower-case letters, digits and '_', and must start with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// Check a collection name as the store keeps it: a name ([`validate_collection`]),
+/// or `tenant~name` for a tenant other than the default one.
+pub fn validate_stored_collection(name: &str) -> Result<(), String> {
+    match name.split_once(TENANT_SEP) {
+        Some((tenant, rest)) => {
+            validate_tenant(tenant)?;
+            validate_collection(rest)
+        }
+        None => validate_collection(name),
+    }
+}
+
 /// Where a source comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

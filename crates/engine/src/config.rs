@@ -50,13 +50,39 @@ pub struct Config {
     pub memory: MemorySettings,
 }
 
+/// `[mind] backend`: where the blackboard lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MindBackend {
+    /// `<data dir>/mind.redb`.
+    #[default]
+    Embedded,
+    /// In this process only: gone when it ends.
+    Memory,
+    /// A Redis server (`mind.redis_url`).
+    Redis,
+}
+
+/// `[memory] backend`: where memories live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryBackendKind {
+    /// `<data dir>/memory.redb`.
+    #[default]
+    Embedded,
+    /// In this process only: gone when it ends.
+    Memory,
+    /// A PostgreSQL server (`memory.postgres_url`).
+    Postgres,
+}
+
 /// `[memory]`: where memories live, the trust rules and search weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemorySettings {
     /// `embedded` (`<data dir>/memory.redb`), `memory` (gone when the process ends) or
     /// `postgres`.
-    pub backend: String,
+    pub backend: MemoryBackendKind,
     /// PostgreSQL URL (backend `postgres`).
     pub postgres_url: String,
     /// PostgreSQL schema holding the tables.
@@ -109,7 +135,7 @@ impl Default for MemorySettings {
     fn default() -> Self {
         let t = neuralcore_memory::TrustConfig::default();
         MemorySettings {
-            backend: "embedded".into(),
+            backend: MemoryBackendKind::Embedded,
             postgres_url: "postgres://postgres@127.0.0.1:5432/postgres".into(),
             postgres_schema: "neuralcore".into(),
             initial: t.initial,
@@ -283,7 +309,7 @@ impl Default for LoopConfig {
 pub struct MindSettings {
     /// `embedded` (`<data dir>/mind.redb`), `memory` (gone when the process ends) or
     /// `redis`.
-    pub backend: String,
+    pub backend: MindBackend,
     /// Redis URL (backend `redis`).
     pub redis_url: String,
     /// First part of every Redis key.
@@ -301,7 +327,7 @@ pub struct MindSettings {
 impl Default for MindSettings {
     fn default() -> Self {
         MindSettings {
-            backend: "embedded".into(),
+            backend: MindBackend::Embedded,
             redis_url: "redis://127.0.0.1:6379/".into(),
             redis_prefix: "neuralcore".into(),
             tenant: "default".into(),
@@ -902,12 +928,6 @@ impl Config {
                 self.ingest.chunk_tokens
             ));
         }
-        if !["embedded", "memory", "postgres"].contains(&self.memory.backend.as_str()) {
-            return bad(format!(
-                "memory.backend must be embedded, memory or postgres (got {:?})",
-                self.memory.backend
-            ));
-        }
         self.memory
             .trust()
             .validate()
@@ -995,12 +1015,6 @@ impl Config {
         }
         if self.search.candidates == 0 {
             return bad("search.candidates must be at least 1".into());
-        }
-        if !["embedded", "memory", "redis"].contains(&self.mind.backend.as_str()) {
-            return bad(format!(
-                "mind.backend must be embedded, memory or redis (got {:?})",
-                self.mind.backend
-            ));
         }
         if self.rerank.max_length < 8 {
             return bad("rerank.max_length must be at least 8".into());

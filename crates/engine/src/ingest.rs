@@ -697,7 +697,8 @@ impl Engine {
         collection: &str,
         obs: &mut dyn IngestObserver,
     ) -> Result<IngestSummary, EngineError> {
-        neuralcore_core::validate_collection(collection).map_err(EngineError::InvalidInput)?;
+        neuralcore_core::validate_stored_collection(collection)
+            .map_err(EngineError::InvalidInput)?;
         let start = Instant::now();
         let entries = walk(paths, &self.config.ingest.walk()).map_err(EngineError::Config)?;
         // The same file named twice (directly and through its folder) is read once.

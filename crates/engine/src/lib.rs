@@ -18,8 +18,8 @@ mod vectors;
 
 pub use config::{
     AgentsConfig, Config, EmbeddingConfig, Fusion, GradeConfig, IngestConfig, KeywordConfig,
-    LoopConfig, MemorySettings, MindSettings, RerankConfig, SearchConfig, SearchMode, VectorConfig,
-    TEMPLATE,
+    LoopConfig, MemoryBackendKind, MemorySettings, MindBackend, MindSettings, RerankConfig,
+    SearchConfig, SearchMode, VectorConfig, TEMPLATE,
 };
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};

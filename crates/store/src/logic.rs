@@ -20,7 +20,7 @@ fn dec<T: DeserializeOwned>(t: Table, b: &[u8]) -> StoreResult<T> {
 }
 
 fn check_collection(name: &str) -> StoreResult<()> {
-    neuralcore_core::validate_collection(name).map_err(StoreError::InvalidInput)
+    neuralcore_core::validate_stored_collection(name).map_err(StoreError::InvalidInput)
 }
 
 pub(crate) fn k_coll(c: &str) -> Vec<u8> {

@@ -21,7 +21,7 @@ impl Default for RecallTool {
             namespace: "recall",
             description: "searches the trust-weighted memory and grades what it finds like chunks",
             roles: &["recall"],
-            reads: &["input.query", "input.project", "*.strips"],
+            reads: &["input.query", "input.project", "input.tenant", "*.strips"],
             writes: &["strips", "hits"],
             params: || {
                 json!({"type": "object", "additionalProperties": false, "properties": {
@@ -50,6 +50,12 @@ impl Tool for RecallTool {
             .read("input.project")?
             .and_then(|e| e.value.as_str().map(str::to_string))
             .unwrap_or_default();
+        // Only the asking tenant's memories (a run without one is the default tenant's).
+        let tenant = ctx
+            .mind
+            .read("input.tenant")?
+            .and_then(|e| e.value.as_str().map(str::to_string))
+            .unwrap_or_else(|| "default".into());
         let k: usize = ctx.param("k", 5);
         let now = neuralcore_memory::now_ms();
         let engine = &ctx.services.engine;
@@ -60,6 +66,7 @@ impl Tool for RecallTool {
             ..engine.config().memory.search_options(
                 k,
                 neuralcore_memory::Filter {
+                    tenant,
                     project,
                     ..Default::default()
                 },

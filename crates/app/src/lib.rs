@@ -1,0 +1,347 @@
+//! The application core: what every front end (the CLI, the HTTP server, later MCP)
+//! calls. [`App::open`] turns a config and a data dir into the running parts — the
+//! engine, the blackboard (Mind), the memory store, the LLM and web clients, the agents
+//! and the control loop — and the front ends hand out the shapes defined here: the
+//! search response ([`SearchResponse`]), the ask report
+//! ([`neuralcore_agents::AskReport`]) and errors by category ([`AppError`]).
+//!
+//! Every call names its [`Tenant`]: collections and runs of one tenant are invisible to
+//! another. The CLI is the `default` tenant.
+
+mod error;
+mod search;
+mod tenant;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+pub use error::AppError;
+use neuralcore_agents::{AgentLoader, Orchestrator, Registry, Services};
+pub use neuralcore_agents::{AskOptions, AskReport, Cancel};
+use neuralcore_core::CollectionInfo;
+use neuralcore_engine::{Config, Engine, MemoryBackendKind, MindBackend};
+use neuralcore_memory::{MemoryBackend, MemorySearcher, MemoryStore};
+use neuralcore_mind::{Mind, MindConfig};
+pub use search::{Hit, SearchRequest, SearchResponse, SEARCH_SCHEMA};
+pub use tenant::{Tenant, DEFAULT_TENANT};
+
+/// How [`App::open`] builds the parts the config does not decide.
+#[derive(Default)]
+pub struct OpenOptions {
+    /// Agent folders (empty: `agents.dirs` of the config).
+    pub agent_dirs: Vec<PathBuf>,
+    /// This blackboard instead of the configured one (an evaluation keeps its runs in
+    /// memory).
+    pub mind: Option<Mind>,
+}
+
+/// The running application over one data dir.
+pub struct App {
+    data_dir: PathBuf,
+    orchestrator: Orchestrator,
+    memory: OnceLock<Result<Arc<MemoryStore>, String>>,
+}
+
+impl App {
+    /// Open the data dir with `config`: the engine (the store is locked for this
+    /// process), the configured Mind, the LLM and web clients, the agents.
+    pub fn open(data_dir: &Path, config: Config, opts: OpenOptions) -> Result<App, AppError> {
+        config.validate()?;
+        let engine = Engine::open(data_dir, config).map_err(|e| match e {
+            neuralcore_engine::EngineError::Store(s) if s.is_transient() => AppError::Unavailable(
+                format!("cannot open the data dir {}: {s}", data_dir.display()),
+            ),
+            other => AppError::from(other),
+        })?;
+        App::with_engine(data_dir, Arc::new(engine), opts)
+    }
+
+    /// An application over an engine the caller opened (with settings of its own).
+    pub fn with_engine(
+        data_dir: &Path,
+        engine: Arc<Engine>,
+        opts: OpenOptions,
+    ) -> Result<App, AppError> {
+        let config = engine.config();
+        let mind = match opts.mind {
+            Some(m) => m,
+            None => open_mind(config, data_dir)?,
+        };
+        let dirs = if opts.agent_dirs.is_empty() {
+            config.agents.dirs.iter().map(PathBuf::from).collect()
+        } else {
+            opts.agent_dirs
+        };
+        let registry = Registry::discover().map_err(AppError::Internal)?;
+        let loader = Arc::new(AgentLoader::new(dirs, registry.clone()));
+        for e in loader.errors() {
+            tracing::warn!("{e} (skipped)");
+        }
+        Ok(App {
+            data_dir: data_dir.to_path_buf(),
+            orchestrator: Orchestrator {
+                registry,
+                loader,
+                mind,
+                services: services(engine)?,
+            },
+            memory: OnceLock::new(),
+        })
+    }
+
+    /// The data dir.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The engine: store, indexes, models.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.orchestrator.services.engine
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> &Config {
+        self.engine().config()
+    }
+
+    /// The blackboard.
+    pub fn mind(&self) -> &Mind {
+        &self.orchestrator.mind
+    }
+
+    /// The orchestrator (agents, tools, the control loop) with the shared services.
+    pub fn orchestrator(&self) -> &Orchestrator {
+        &self.orchestrator
+    }
+
+    /// The memory store the config asks for, opened on first use (a PostgreSQL
+    /// backend connects then).
+    pub fn memory_store(&self) -> Result<Arc<MemoryStore>, AppError> {
+        self.memory
+            .get_or_init(|| {
+                open_memory_backend(self.config(), &self.data_dir)
+                    .and_then(|b| {
+                        MemoryStore::new(b, self.config().memory.trust()).map_err(AppError::from)
+                    })
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(AppError::Unavailable)
+    }
+
+    /// The tenant's collections, under the names it gave them.
+    pub fn collections(&self, tenant: &Tenant) -> Result<Vec<CollectionInfo>, AppError> {
+        Ok(self
+            .engine()
+            .collections()?
+            .into_iter()
+            .filter_map(|mut c| {
+                let name = tenant.owns(&c.name)?.to_string();
+                c.name = name;
+                Some(c)
+            })
+            .collect())
+    }
+
+    /// One of the tenant's collections; another tenant's is not found.
+    pub fn collection(&self, tenant: &Tenant, name: &str) -> Result<CollectionInfo, AppError> {
+        let stored = tenant.stored(name)?;
+        let mut c = self.engine().collection(&stored)?;
+        c.name = name.to_string();
+        Ok(c)
+    }
+
+    /// Ingest files and folders into one of the tenant's collections (created when
+    /// missing).
+    pub fn ingest(
+        &self,
+        tenant: &Tenant,
+        paths: &[PathBuf],
+        collection: &str,
+        obs: &mut dyn neuralcore_engine::IngestObserver,
+    ) -> Result<neuralcore_engine::IngestSummary, AppError> {
+        let stored = tenant.stored(collection)?;
+        let mut summary = self.engine().ingest(paths, &stored, obs)?;
+        summary.collection = collection.to_string();
+        Ok(summary)
+    }
+
+    /// Search one of the tenant's collections.
+    pub fn search(&self, tenant: &Tenant, req: &SearchRequest) -> Result<SearchResponse, AppError> {
+        search(self.engine(), tenant, req)
+    }
+
+    /// Answer `question` over one of the tenant's collections with the control loop,
+    /// in the run scope `run_id` (of this tenant). `recall` lets the loop draw on the
+    /// memory store too; `on_delta` receives an LLM answer's text as it streams.
+    pub fn ask(
+        &self,
+        tenant: &Tenant,
+        run_id: &str,
+        question: &str,
+        opts: &AskOptions,
+        recall: bool,
+        on_delta: Option<neuralcore_agents::tool::OnDelta>,
+    ) -> Result<AskReport, AppError> {
+        let stored = tenant.stored(&opts.collection)?;
+        self.engine().collection(&stored)?;
+        let mut o = self.orchestrator.clone();
+        if recall {
+            let store = self.memory_store()?;
+            o.services.memory = Some(Arc::new(MemorySearcher::new(
+                store,
+                self.engine().embedder(),
+            )));
+        }
+        o.services.on_delta = on_delta;
+        // Sessions live on the Mind's global scope: each tenant's under its own ids.
+        let session = opts.session.as_deref().map(|s| tenant.run_id(s));
+        let opts = AskOptions {
+            collection: stored,
+            tenant: tenant.as_str().to_string(),
+            session,
+            ..opts.clone()
+        };
+        let mut report = o.ask(&tenant.run_id(run_id), question, &opts)?;
+        // The report speaks the caller's names.
+        report.collection = opts_collection_name(tenant, &report.collection);
+        report.run_id = run_id.to_string();
+        Ok(report)
+    }
+}
+
+/// Search one of the tenant's collections of `engine` (what [`App::search`] does, for a
+/// front end that opened only the engine).
+pub fn search(
+    engine: &Engine,
+    tenant: &Tenant,
+    req: &SearchRequest,
+) -> Result<SearchResponse, AppError> {
+    if req.query.trim().is_empty() {
+        return Err(AppError::InvalidInput("the query is empty".into()));
+    }
+    let stored = tenant.stored(&req.collection)?;
+    // Unknown collections are not found, never created by a search.
+    engine.collection(&stored)?;
+    let k = req.k.unwrap_or(engine.config().search.k);
+    let res = engine.search(
+        &stored,
+        &req.query,
+        k,
+        neuralcore_engine::SearchOptions {
+            mode: req.mode,
+            rerank: req.rerank,
+        },
+    )?;
+    Ok(SearchResponse::new(&req.query, &req.collection, &res))
+}
+
+/// The tenant's name of a stored collection (the stored name when it is not the
+/// tenant's, which cannot happen for a run the tenant started).
+fn opts_collection_name(tenant: &Tenant, stored: &str) -> String {
+    tenant.owns(stored).unwrap_or(stored).to_string()
+}
+
+/// The blackboard the config asks for.
+pub fn open_mind(config: &Config, data_dir: &Path) -> Result<Mind, AppError> {
+    let m = &config.mind;
+    let cfg = MindConfig {
+        max_value_bytes: m.max_value_bytes,
+        run_ttl: (m.run_ttl_secs > 0).then(|| Duration::from_secs(m.run_ttl_secs)),
+    };
+    Ok(match m.backend {
+        MindBackend::Memory => Mind::memory_with(cfg),
+        MindBackend::Redis => {
+            let mut r = neuralcore_mind::RedisConfig::new(m.redis_url.clone());
+            r.prefix = m.redis_prefix.clone();
+            r.tenant = m.tenant.clone();
+            r.connect_timeout = Duration::from_millis(m.timeout_ms);
+            r.io_timeout = Duration::from_millis(m.timeout_ms);
+            Mind::redis(r, cfg).map_err(|e| {
+                AppError::Unavailable(format!("cannot use Redis at {}: {e}", m.redis_url))
+            })?
+        }
+        MindBackend::Embedded => {
+            create_dir(data_dir)?;
+            Mind::open_redb(&data_dir.join("mind.redb"), cfg)?
+        }
+    })
+}
+
+/// The memory backend the config asks for.
+pub fn open_memory_backend(
+    config: &Config,
+    data_dir: &Path,
+) -> Result<Arc<dyn MemoryBackend>, AppError> {
+    let m = &config.memory;
+    Ok(match m.backend {
+        MemoryBackendKind::Memory => Arc::new(neuralcore_memory::InMemoryBackend::new()),
+        MemoryBackendKind::Postgres => Arc::new(
+            neuralcore_memory_pg::PgBackend::connect(&m.postgres_url, &m.postgres_schema).map_err(
+                |e| match AppError::from(e) {
+                    AppError::Unavailable(e) => {
+                        AppError::Unavailable(format!("[memory] postgres backend: {e}"))
+                    }
+                    other => other,
+                },
+            )?,
+        ),
+        MemoryBackendKind::Embedded => {
+            create_dir(data_dir)?;
+            Arc::new(neuralcore_memory::RedbBackend::open(
+                &data_dir.join("memory.redb"),
+            )?)
+        }
+    })
+}
+
+/// The memory store the config asks for.
+pub fn open_memory_store(config: &Config, data_dir: &Path) -> Result<Arc<MemoryStore>, AppError> {
+    Ok(Arc::new(MemoryStore::new(
+        open_memory_backend(config, data_dir)?,
+        config.memory.trust(),
+    )?))
+}
+
+/// The services the config asks for: the engine, and the LLM and web search when
+/// configured.
+pub fn services(engine: Arc<Engine>) -> Result<Services, AppError> {
+    let cfg: &Config = engine.config();
+    let llm = if cfg.llm.is_configured() {
+        Some(Arc::new(
+            neuralcore_llm::LlmClient::new(cfg.llm.clone())
+                .map_err(|e| AppError::InvalidInput(format!("[llm] in the config: {e}")))?,
+        ))
+    } else {
+        None
+    };
+    let web = if cfg.web.enabled() {
+        Some(Arc::new(
+            neuralcore_web::WebSearch::new(cfg.web.clone())
+                .map_err(|e| AppError::InvalidInput(format!("[web] in the config: {e}")))?,
+        ))
+    } else {
+        None
+    };
+    Ok(Services {
+        llm,
+        web,
+        ..Services::new(engine)
+    })
+}
+
+/// A fresh run id.
+pub fn new_run_id(prefix: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{t}-{}", std::process::id())
+}
+
+fn create_dir(dir: &Path) -> Result<(), AppError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| AppError::Internal(format!("cannot create {}: {e}", dir.display())))
+}

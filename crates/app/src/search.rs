@@ -1,0 +1,135 @@
+//! The search request and response every front end uses (`neuralcore --json search`,
+//! `POST /v1/search`): schema `neuralcore.search/v1`.
+
+use neuralcore_core::Provenance;
+use neuralcore_engine::{SearchHit, SearchMode, SearchResults};
+use serde::{Deserialize, Serialize};
+
+/// The version of [`SearchResponse`].
+pub const SEARCH_SCHEMA: &str = "neuralcore.search/v1";
+
+/// A search.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// The query.
+    pub query: String,
+    /// The collection (default `default`).
+    #[serde(default = "default_collection")]
+    pub collection: String,
+    /// keyword, vector or hybrid (default: `search.mode`).
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+    /// Chunks to return (default: `search.k`).
+    #[serde(default)]
+    pub k: Option<usize>,
+    /// Rerank the first N with the cross-encoder (default: `rerank.top_n`).
+    #[serde(default)]
+    pub rerank: Option<usize>,
+}
+
+fn default_collection() -> String {
+    neuralcore_core::DEFAULT_COLLECTION.into()
+}
+
+impl SearchRequest {
+    /// A request for `query` in `collection` with every option at its default.
+    pub fn new(query: impl Into<String>, collection: impl Into<String>) -> Self {
+        SearchRequest {
+            query: query.into(),
+            collection: collection.into(),
+            mode: None,
+            k: None,
+            rerank: None,
+        }
+    }
+}
+
+/// Ranked chunks with their provenance.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    /// [`SEARCH_SCHEMA`].
+    pub schema: &'static str,
+    /// The query.
+    pub query: String,
+    /// The collection, as the caller names it.
+    pub collection: String,
+    /// The mode that ran.
+    pub mode: SearchMode,
+    /// Why the mode asked for did not run (no embedding model), if it did not.
+    pub fallback: Option<String>,
+    /// How many of the first hits the cross-encoder reordered.
+    pub reranked: usize,
+    /// Best first.
+    pub hits: Vec<Hit>,
+}
+
+/// One ranked chunk.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    /// 1-based rank.
+    pub rank: usize,
+    /// BM25 (keyword), cosine (vector) or fused (hybrid) score.
+    pub score: f32,
+    /// `<doc id>#<ordinal>`.
+    pub chunk_id: String,
+    /// The document's id.
+    pub doc_id: String,
+    /// The chunk's place in its document.
+    pub ordinal: u32,
+    /// The document's title.
+    pub title: String,
+    /// Where the document came from (its first provenance).
+    pub path: Option<String>,
+    /// Where in the source (a page, a row), when the loader knows.
+    pub locator: Option<String>,
+    /// The id the source gave it (a BEIR `_id`), when it had one.
+    pub external_id: Option<String>,
+    /// Headings above the chunk.
+    pub section: Vec<String>,
+    /// Character span in the document's normalized text.
+    pub span: [u64; 2],
+    /// Tokens in the chunk.
+    pub tokens: u32,
+    /// The chunk's text.
+    pub text: String,
+    /// Every source that holds the document.
+    pub provenance: Vec<Provenance>,
+}
+
+impl Hit {
+    fn from_hit(h: &SearchHit) -> Hit {
+        let p = h.document.provenance.first();
+        Hit {
+            rank: h.rank,
+            score: h.score,
+            chunk_id: h.chunk.id(),
+            doc_id: h.document.id(),
+            ordinal: h.chunk.ordinal,
+            title: h.document.title.clone(),
+            path: p.map(|p| p.uri.clone()),
+            locator: p.and_then(|p| p.locator.clone()),
+            external_id: p.and_then(|p| p.external_id.clone()),
+            section: h.chunk.section.clone(),
+            span: [h.chunk.span.0, h.chunk.span.1],
+            tokens: h.chunk.tokens,
+            text: h.chunk.text.clone(),
+            provenance: h.document.provenance.clone(),
+        }
+    }
+}
+
+impl SearchResponse {
+    /// The response for `results` of `query` in the caller's `collection`.
+    pub fn new(query: &str, collection: &str, results: &SearchResults) -> Self {
+        SearchResponse {
+            schema: SEARCH_SCHEMA,
+            query: query.to_string(),
+            collection: collection.to_string(),
+            mode: results.mode,
+            fallback: results.fallback.clone(),
+            reranked: results.reranked,
+            hits: results.hits.iter().map(Hit::from_hit).collect(),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The application core over a real embedded data dir and the real embedding model: two
+//! tenants side by side never see each other's collections, hits or runs, and bad names
+//! get clear errors of the right category.
+
+use std::path::PathBuf;
+
+use neuralcore_app::{App, AppError, AskOptions, OpenOptions, SearchRequest, Tenant};
+use neuralcore_engine::Config;
+
+fn app() -> (tempfile::TempDir, App) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    let app = App::open(
+        &tmp.path().join("data"),
+        config,
+        OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (tmp, app)
+}
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn tenants_never_see_each_other() {
+    let (tmp, app) = app();
+    let acme = Tenant::new("acme").unwrap();
+    let globex = Tenant::new("globex").unwrap();
+    // Two documents say it, so the grader's corroboration keeps the evidence.
+    let a = write(
+        &tmp.path().join("a"),
+        "secret.md",
+        "# Launch\n\nThe acme rocket launches on the ninth of March from Kourou.\n",
+    );
+    write(
+        &tmp.path().join("a"),
+        "press.md",
+        "# Press\n\nAcme confirms its rocket launches on the ninth of March, from Kourou.\n",
+    );
+    let a = a.parent().unwrap().to_path_buf();
+    let g = write(
+        &tmp.path().join("g"),
+        "plan.md",
+        "# Plan\n\nGlobex builds a volcano lair near the coast.\n",
+    );
+    app.ingest(&acme, &[a], "docs", &mut ()).unwrap();
+    app.ingest(&globex, &[g], "docs", &mut ()).unwrap();
+
+    // Each tenant lists only its own collection, under its own name.
+    let names = |t: &Tenant| -> Vec<String> {
+        app.collections(t)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    };
+    assert_eq!(names(&acme), ["docs"]);
+    assert_eq!(names(&globex), ["docs"]);
+    assert!(names(&Tenant::default_tenant()).is_empty());
+    assert_eq!(app.collection(&acme, "docs").unwrap().documents, 2);
+
+    // A search finds only the tenant's own text, whatever it asks for (vector search
+    // always returns the nearest chunks: here, the tenant's own, however far).
+    let texts = |t: &Tenant, q: &str| -> Vec<String> {
+        let r = app.search(t, &SearchRequest::new(q, "docs")).unwrap();
+        r.hits.into_iter().map(|h| h.text).collect()
+    };
+    let found = texts(&acme, "rocket launches Kourou");
+    assert_eq!(found.len(), 2);
+    assert!(found.iter().all(|t| t.contains("Kourou")));
+    let found = texts(&globex, "rocket launches Kourou");
+    assert!(found.iter().all(|t| !t.contains("Kourou")), "{found:?}");
+    let found = texts(&acme, "volcano lair");
+    assert!(found.iter().all(|t| !t.contains("volcano")), "{found:?}");
+    let r = app
+        .search(&acme, &SearchRequest::new("rocket", "docs"))
+        .unwrap();
+    assert_eq!(r.collection, "docs");
+    assert_eq!(r.schema, "neuralcore.search/v1");
+
+    // The stored name of another tenant's collection is not a name anyone can use.
+    let e = app
+        .search(&globex, &SearchRequest::new("rocket", "acme~docs"))
+        .unwrap_err();
+    assert!(matches!(e, AppError::InvalidInput(_)), "{e}");
+    let e = app
+        .collection(&Tenant::default_tenant(), "docs")
+        .unwrap_err();
+    assert!(matches!(e, AppError::NotFound(_)), "{e}");
+
+    // Asking: the answer cites only the tenant's evidence, and the report names the
+    // tenant's collection.
+    let opts = AskOptions {
+        collection: "docs".into(),
+        ..Default::default()
+    };
+    let r = app
+        .ask(
+            &acme,
+            "r1",
+            "When does the acme rocket launch?",
+            &opts,
+            false,
+            None,
+        )
+        .unwrap();
+    assert_eq!(r.collection, "docs");
+    assert!(r.answer.contains("ninth of March"), "{}", r.answer);
+    let r = app
+        .ask(
+            &globex,
+            "r1",
+            "When does the acme rocket launch?",
+            &opts,
+            false,
+            None,
+        )
+        .unwrap();
+    assert!(!r.answer.contains("ninth of March"), "{}", r.answer);
+    assert!(r.citations.iter().all(|c| !c.text.contains("Kourou")));
+}
+
+#[test]
+fn bad_input_gets_the_right_category() {
+    let (_tmp, app) = app();
+    let t = Tenant::default_tenant();
+    for (req, want) in [
+        (SearchRequest::new("x", "nope"), "not_found"),
+        (SearchRequest::new("x", "bad name"), "invalid_input"),
+        (SearchRequest::new("   ", "default"), "invalid_input"),
+        (SearchRequest::new("x", ".hidden"), "invalid_input"),
+    ] {
+        let e = app.search(&t, &req).unwrap_err();
+        assert_eq!(e.kind(), want, "{req:?}: {e}");
+    }
+    for bad in ["", "Acme", "a~b", "-x", "a-b"] {
+        assert_eq!(Tenant::new(bad).unwrap_err().kind(), "invalid_input");
+    }
+    // An unknown backend in the config is an error at load, naming the choices.
+    let e = Config::load(
+        None,
+        vec![("NEURALCORE_MIND_BACKEND".to_string(), "mongo".to_string())],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("redis"), "{e}");
+    let e = Config::load(
+        None,
+        vec![(
+            "NEURALCORE_MEMORY_BACKEND".to_string(),
+            "sqlite".to_string(),
+        )],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("postgres"), "{e}");
+}
