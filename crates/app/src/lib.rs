@@ -9,6 +9,7 @@
 //! another. The CLI is the `default` tenant.
 
 mod error;
+pub mod keys;
 mod search;
 mod tenant;
 
@@ -17,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub use error::AppError;
+pub use keys::{KeyStore, Principal, Scope};
 use neuralcore_agents::{AgentLoader, Orchestrator, Registry, Services};
 pub use neuralcore_agents::{AskOptions, AskReport, Cancel};
 use neuralcore_core::CollectionInfo;
@@ -147,10 +149,27 @@ impl App {
 
     /// One of the tenant's collections; another tenant's is not found.
     pub fn collection(&self, tenant: &Tenant, name: &str) -> Result<CollectionInfo, AppError> {
-        let stored = tenant.stored(name)?;
+        let stored = require_collection(self.engine(), tenant, name)?;
         let mut c = self.engine().collection(&stored)?;
         c.name = name.to_string();
         Ok(c)
+    }
+
+    /// Create an empty collection for the tenant (nothing happens when it exists).
+    pub fn create_collection(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+    ) -> Result<CollectionInfo, AppError> {
+        let mut c = self.engine().create_collection(&tenant.stored(name)?)?;
+        c.name = name.to_string();
+        Ok(c)
+    }
+
+    /// Delete one of the tenant's collections with everything in it.
+    pub fn drop_collection(&self, tenant: &Tenant, name: &str) -> Result<(), AppError> {
+        let stored = require_collection(self.engine(), tenant, name)?;
+        Ok(self.engine().drop_collection(&stored)?)
     }
 
     /// Ingest files and folders into one of the tenant's collections (created when
@@ -185,8 +204,7 @@ impl App {
         recall: bool,
         on_delta: Option<neuralcore_agents::tool::OnDelta>,
     ) -> Result<AskReport, AppError> {
-        let stored = tenant.stored(&opts.collection)?;
-        self.engine().collection(&stored)?;
+        let stored = require_collection(self.engine(), tenant, &opts.collection)?;
         let mut o = self.orchestrator.clone();
         if recall {
             let store = self.memory_store()?;
@@ -222,9 +240,8 @@ pub fn search(
     if req.query.trim().is_empty() {
         return Err(AppError::InvalidInput("the query is empty".into()));
     }
-    let stored = tenant.stored(&req.collection)?;
     // Unknown collections are not found, never created by a search.
-    engine.collection(&stored)?;
+    let stored = require_collection(engine, tenant, &req.collection)?;
     let k = req.k.unwrap_or(engine.config().search.k);
     let res = engine.search(
         &stored,
@@ -236,6 +253,37 @@ pub fn search(
         },
     )?;
     Ok(SearchResponse::new(&req.query, &req.collection, &res))
+}
+
+/// The store's name of the tenant's collection `name`, or a NotFound error that lists
+/// the tenant's own collections only (the engine's would list every tenant's).
+pub fn require_collection(
+    engine: &Engine,
+    tenant: &Tenant,
+    name: &str,
+) -> Result<String, AppError> {
+    let stored = tenant.stored(name)?;
+    if engine
+        .store()
+        .collection(&stored)
+        .map_err(neuralcore_engine::EngineError::from)?
+        .is_some()
+    {
+        return Ok(stored);
+    }
+    let mine: Vec<String> = engine
+        .collections()?
+        .iter()
+        .filter_map(|c| tenant.owns(&c.name).map(str::to_string))
+        .collect();
+    Err(AppError::NotFound(if mine.is_empty() {
+        format!("collection {name:?} does not exist: nothing has been ingested yet")
+    } else {
+        format!(
+            "collection {name:?} does not exist (collections: {})",
+            mine.join(", ")
+        )
+    }))
 }
 
 /// The tenant's name of a stored collection (the stored name when it is not the

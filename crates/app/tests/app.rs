@@ -98,6 +98,20 @@ fn tenants_never_see_each_other() {
         .collection(&Tenant::default_tenant(), "docs")
         .unwrap_err();
     assert!(matches!(e, AppError::NotFound(_)), "{e}");
+    // Not found, and the message names only the tenant's own collections.
+    app.create_collection(&globex, "notes").unwrap();
+    let e = app
+        .search(&globex, &SearchRequest::new("x", "nope"))
+        .unwrap_err();
+    assert!(matches!(e, AppError::NotFound(_)), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("docs") && msg.contains("notes"), "{msg}");
+    assert!(!msg.contains("acme") && !msg.contains('~'), "{msg}");
+    let e = app.drop_collection(&acme, "notes").unwrap_err();
+    assert!(matches!(e, AppError::NotFound(_)), "{e}");
+    assert!(!e.to_string().contains("globex"), "{e}");
+    app.drop_collection(&globex, "notes").unwrap();
+    assert_eq!(app.collections(&acme).unwrap().len(), 1);
 
     // Asking: the answer cites only the tenant's evidence, and the report names the
     // tenant's collection.

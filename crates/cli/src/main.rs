@@ -264,6 +264,43 @@ enum Command {
         #[command(subcommand)]
         what: ConfigCommand,
     },
+    /// Serve the HTTP API (docs/api.md) over the data dir.
+    ///
+    /// Without API keys (`neuralcore keys create`) the server listens on loopback only
+    /// and every caller is the default tenant's administrator; with keys, every /v1
+    /// request needs one (Authorization: Bearer or X-API-Key) and sees its tenant only.
+    /// The data dir's store is locked while it runs. Ctrl-C or SIGTERM stops taking
+    /// connections and lets the requests in flight finish.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+        /// Requests doing work (search, ask, writes) at once; more wait for a place.
+        #[arg(long, default_value_t = 8)]
+        max_concurrency: usize,
+        /// Longest a request may take, in milliseconds (an ask's deadline is capped at it).
+        #[arg(long, default_value_t = 60_000)]
+        request_timeout_ms: u64,
+        /// Largest request body, in bytes.
+        #[arg(long, default_value_t = 2 * 1024 * 1024)]
+        max_body_bytes: usize,
+        /// Requests a minute per API key (0: no limit).
+        #[arg(long, default_value_t = 600)]
+        rate_per_minute: u32,
+        /// Agent folders (default: agents.dirs of the config).
+        #[arg(long = "agents")]
+        dirs: Vec<PathBuf>,
+    },
+    /// API keys of the server: create (shown once), list, revoke.
+    Keys {
+        #[command(subcommand)]
+        what: KeysCommand,
+    },
+    /// Tenants: each has its own collections, runs and memories.
+    Tenants {
+        #[command(subcommand)]
+        what: TenantsCommand,
+    },
     /// Inspect the store (for tests and debugging).
     #[command(hide = true)]
     Debug {
@@ -440,6 +477,40 @@ enum MindCommand {
         #[arg(long)]
         values: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeysCommand {
+    /// Make a key; it is printed once and only its hash is kept.
+    Create {
+        /// The tenant it belongs to (`neuralcore tenants create` first; default: default).
+        #[arg(long, default_value = neuralcore_app::DEFAULT_TENANT)]
+        tenant: String,
+        /// read (search, ask), write (also ingest, delete, memories) or admin.
+        #[arg(long, default_value = "read")]
+        scope: String,
+        /// A label for people.
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Every key: prefix, tenant, scope, label, created, revoked.
+    List,
+    /// Revoke a key by its prefix (the 8 characters after nck_).
+    Revoke {
+        /// The prefix.
+        prefix: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TenantsCommand {
+    /// Make a tenant: 1-32 characters of a-z, 0-9 and _.
+    Create {
+        /// The id.
+        id: String,
+    },
+    /// Every tenant.
+    List,
 }
 
 #[derive(Subcommand, Debug)]
@@ -898,6 +969,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mind = neuralcore_app::open_mind(&config, &g.data_dir)?;
             agents::mind_keys(g.json, mind, run_id.as_deref(), &pattern, values)
         }
+        Command::Serve {
+            addr,
+            max_concurrency,
+            request_timeout_ms,
+            max_body_bytes,
+            rate_per_minute,
+            dirs,
+        } => serve(
+            g,
+            neuralcore_server::ServeOptions {
+                addr,
+                max_body_bytes,
+                max_concurrency,
+                request_timeout: std::time::Duration::from_millis(request_timeout_ms),
+                rate_per_minute,
+            },
+            dirs,
+        ),
+        Command::Keys { what } => keys(g, what),
+        Command::Tenants { what } => tenants(g, what),
         Command::Config {
             what: ConfigCommand::Show,
         } => {
@@ -1035,4 +1126,124 @@ fn beir_collection(dir: &Path) -> String {
     let mut n = format!("beir-{}", clean.trim_start_matches('.'));
     n.truncate(64);
     n
+}
+
+/// `serve`.
+fn serve(
+    g: &Global,
+    opts: neuralcore_server::ServeOptions,
+    dirs: Vec<PathBuf>,
+) -> Result<ExitCode> {
+    let keys = neuralcore_app::KeyStore::open(&g.data_dir)?;
+    let requires_keys = keys.has_active_keys()?;
+    // Refuse a public address without keys before opening anything.
+    neuralcore_server::check_bind(&opts.addr, requires_keys).map_err(anyhow::Error::msg)?;
+    let app = neuralcore_app::App::open(
+        &g.data_dir,
+        load_config(g)?,
+        neuralcore_app::OpenOptions {
+            agent_dirs: dirs,
+            mind: None,
+        },
+    )?;
+    let state = std::sync::Arc::new(neuralcore_server::State::new(app, keys, opts)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the server's runtime")?;
+    let quiet = g.quiet;
+    runtime.block_on(neuralcore_server::serve(state, |addr| {
+        if !quiet {
+            eprintln!(
+                "neuralcore serving http://{addr} ({})",
+                if requires_keys {
+                    "API keys required"
+                } else {
+                    "no API keys: loopback only, every caller is the default tenant"
+                }
+            );
+        }
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys create|list|revoke`.
+fn keys(g: &Global, what: KeysCommand) -> Result<ExitCode> {
+    let ks = neuralcore_app::KeyStore::open(&g.data_dir)?;
+    match what {
+        KeysCommand::Create {
+            tenant,
+            scope,
+            name,
+        } => {
+            let (key, rec) = ks.create_key(&tenant, scope.parse()?, &name)?;
+            if g.json {
+                println!("{}", serde_json::json!({"key": key, "record": rec}));
+            } else {
+                println!("{key}");
+                if !g.quiet {
+                    eprintln!(
+                        "key {} for tenant {} ({}): shown this once, only its hash is kept",
+                        rec.prefix,
+                        rec.tenant,
+                        rec.scope.name()
+                    );
+                }
+            }
+        }
+        KeysCommand::List => {
+            let all = ks.keys()?;
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                for k in &all {
+                    println!(
+                        "{}\t{}\t{}\t{}\t{}",
+                        k.prefix,
+                        k.tenant,
+                        k.scope.name(),
+                        if k.name.is_empty() { "-" } else { &k.name },
+                        if k.revoked_ms.is_some() {
+                            "revoked"
+                        } else {
+                            "active"
+                        }
+                    );
+                }
+            }
+        }
+        KeysCommand::Revoke { prefix } => {
+            let rec = ks.revoke(&prefix)?;
+            if !g.quiet {
+                println!("revoked key {} of tenant {}", rec.prefix, rec.tenant);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tenants create|list`.
+fn tenants(g: &Global, what: TenantsCommand) -> Result<ExitCode> {
+    let ks = neuralcore_app::KeyStore::open(&g.data_dir)?;
+    match what {
+        TenantsCommand::Create { id } => {
+            let t = ks.create_tenant(&id)?;
+            if g.json {
+                println!("{}", serde_json::to_string(&t)?);
+            } else if !g.quiet {
+                println!("created tenant {}", t.id);
+            }
+        }
+        TenantsCommand::List => {
+            let all = ks.tenants()?;
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                for t in &all {
+                    println!("{}", t.id);
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

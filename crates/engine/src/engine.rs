@@ -358,6 +358,17 @@ impl Engine {
         Ok(terms.into_iter().zip(idf).collect())
     }
 
+    /// Create an empty collection (nothing happens when it exists).
+    pub fn create_collection(&self, name: &str) -> Result<CollectionInfo, EngineError> {
+        neuralcore_core::validate_stored_collection(name).map_err(EngineError::InvalidInput)?;
+        if self.store.collection(name)?.is_none() {
+            let mut b = self.store.begin()?;
+            b.ensure_collection(name, &crate::now_rfc3339())?;
+            b.commit()?;
+        }
+        self.collection(name)
+    }
+
     /// Delete a collection and its index.
     pub fn drop_collection(&self, name: &str) -> Result<(), EngineError> {
         self.collection(name)?;

@@ -1,0 +1,181 @@
+//! neuralcore as a service: the versioned HTTP API over the application core
+//! ([`neuralcore_app::App`]), as `neuralcore serve` runs it.
+//!
+//! - Every route under `/v1` names its caller by API key (`Authorization: Bearer` or
+//!   `X-API-Key`) and works on that key's tenant only; another tenant's ids answer 404.
+//!   A data dir without keys gives a server that binds to loopback only and treats every
+//!   caller as the default tenant's administrator ([`check_bind`]).
+//! - The engine is synchronous: handlers run its work on tokio's blocking pool, at most
+//!   [`ServeOptions::max_concurrency`] at a time, so slow asks never starve `/healthz`.
+//! - Errors are `application/problem+json` ([`error`]); limits: body size, a deadline
+//!   per request, concurrency, a per-key rate limit; shutdown drains requests in flight.
+//!
+//! The routes and their shapes are in `docs/api.md`.
+
+pub mod auth;
+pub mod error;
+mod routes;
+pub mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use neuralcore_app::{App, AppError, KeyStore};
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Blocking requests (search, ask, writes) run at once; more wait for a place.
+    pub max_concurrency: usize,
+    /// Longest a request may take (an ask's loop deadline is capped at it).
+    pub request_timeout: Duration,
+    /// Requests a minute per API key (0: no limit).
+    pub rate_per_minute: u32,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: 2 * 1024 * 1024,
+            max_concurrency: 8,
+            request_timeout: Duration::from_secs(60),
+            rate_per_minute: 600,
+        }
+    }
+}
+
+/// What handlers share.
+pub struct State {
+    pub(crate) app: Arc<App>,
+    /// The key store when the server requires keys; `None` for a loopback server
+    /// without any.
+    pub(crate) keys: Option<Arc<KeyStore>>,
+    pub(crate) pool: Arc<Semaphore>,
+    pub(crate) opts: ServeOptions,
+    pub(crate) limiter: auth::RateLimiter,
+}
+
+impl State {
+    /// The state of a server over `app`: keys are required when the store has any.
+    pub fn new(app: App, keys: KeyStore, opts: ServeOptions) -> Result<State, AppError> {
+        let required = keys.has_active_keys()?;
+        Ok(State {
+            app: Arc::new(app),
+            keys: required.then(|| Arc::new(keys)),
+            pool: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
+            limiter: auth::RateLimiter::new(opts.rate_per_minute),
+            opts,
+        })
+    }
+
+    /// Whether requests need an API key.
+    pub fn requires_keys(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// Run `f` on the blocking pool once a place is free (503 when none frees within
+    /// the request deadline).
+    pub(crate) async fn blocking<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&App) -> Result<T, AppError> + Send + 'static,
+    {
+        let permit =
+            tokio::time::timeout(self.opts.request_timeout, self.pool.clone().acquire_owned())
+                .await
+                .map_err(|_| ApiError::busy("the server is busy; try again", 2))?
+                .map_err(|_| ApiError::busy("the server is shutting down", 5))?;
+        let app = self.app.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&app)
+        })
+        .await
+        .map_err(|e| ApiError::from(AppError::Internal(format!("a request's task failed: {e}"))))?
+        .map_err(ApiError::from)
+    }
+}
+
+/// Whether `addr` may be bound: any address with keys, loopback only without.
+pub fn check_bind(addr: &SocketAddr, requires_keys: bool) -> Result<(), String> {
+    if requires_keys || addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(format!(
+            "refusing to listen on {addr} without API keys: anyone who can reach it could read \
+             and change every collection. Create a key first (neuralcore keys create --scope admin), \
+             or listen on 127.0.0.1"
+        ))
+    }
+}
+
+/// The routes over `state`.
+pub fn router(state: Arc<State>) -> Router {
+    let max_body = state.opts.max_body_bytes;
+    Router::new()
+        .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(routes::readyz))
+        .route(
+            "/v1/collections",
+            get(routes::list_collections).post(routes::create_collection),
+        )
+        .route(
+            "/v1/collections/{name}",
+            get(routes::get_collection).delete(routes::delete_collection),
+        )
+        .route("/v1/search", post(routes::search))
+        .route("/v1/ask", post(routes::ask))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// Serve `state` on its address until Ctrl-C or SIGTERM, then stop taking connections
+/// and let the requests in flight finish. `ready` gets the bound address (port 0 picks
+/// one).
+pub async fn serve(
+    state: Arc<State>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), std::io::Error> {
+    let addr = state.opts.addr;
+    check_bind(&addr, state.requires_keys())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    ready(listener.local_addr()?);
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
+}

@@ -1,0 +1,294 @@
+//! The handlers. Each authenticates its caller ([`Caller`]), checks the key's scope,
+//! and runs the application core on the blocking pool for the caller's tenant.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State as AxumState};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream};
+use neuralcore_agents::consciousness::MAX_QUESTION_BYTES;
+use neuralcore_app::{new_run_id, AppError, AskOptions, Cancel, Scope, SearchRequest};
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::wire::{ApiJson, AskRequest, CreateCollection, Event, StreamEvent, EVENTS_SCHEMA};
+use crate::State;
+
+type St = AxumState<Arc<State>>;
+
+/// Longest search query accepted, in bytes.
+const MAX_QUERY_BYTES: usize = 16 * 1024;
+/// Most results a search returns.
+const MAX_K: usize = 1000;
+
+/// `GET /healthz`: the process answers.
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+/// `GET /readyz`: the store and the Mind answer; says whether the embedding model is
+/// loaded (without it search is keyword-only, which is still ready).
+pub async fn readyz(AxumState(st): St) -> Response {
+    let checks = st
+        .blocking(|app| {
+            let store = app
+                .engine()
+                .collections()
+                .map(|_| ())
+                .map_err(AppError::from);
+            let mind = app
+                .mind()
+                .global()
+                .read("server.readyz")
+                .map(|_| ())
+                .map_err(AppError::from);
+            let model = app.engine().embedder_status().map(|_| ());
+            Ok((store, mind, model))
+        })
+        .await;
+    let (store, mind, model) = match checks {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let ok = store.is_ok() && mind.is_ok();
+    let show = |r: &Result<(), AppError>| match r {
+        Ok(()) => json!("ok"),
+        Err(e) => json!(format!("unavailable ({})", e.kind())),
+    };
+    let body = json!({
+        "status": if ok { "ready" } else { "not ready" },
+        "checks": {
+            "store": show(&store),
+            "mind": show(&mind),
+            "embedding_model": if model.is_ok() { "loaded" } else { "absent: keyword search only" },
+        },
+    });
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body)).into_response()
+}
+
+/// Any other path.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such route (see /v1 in docs/api.md)")
+}
+
+/// A known path with another method.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+/// `GET /v1/collections`.
+pub async fn list_collections(AxumState(st): St, caller: Caller) -> Result<Json<Value>, ApiError> {
+    let tenant = caller.tenant().clone();
+    let cols = st.blocking(move |app| app.collections(&tenant)).await?;
+    Ok(Json(json!({ "collections": cols })))
+}
+
+/// `POST /v1/collections`: create an empty collection (201; 200 when it exists).
+pub async fn create_collection(
+    AxumState(st): St,
+    caller: Caller,
+    ApiJson(req): ApiJson<CreateCollection>,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Write)?;
+    let tenant = caller.tenant().clone();
+    let (existed, info) = st
+        .blocking(move |app| {
+            let existed = app.collection(&tenant, &req.name).is_ok();
+            Ok((existed, app.create_collection(&tenant, &req.name)?))
+        })
+        .await?;
+    let code = if existed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((code, Json(info)).into_response())
+}
+
+/// `GET /v1/collections/{name}`: counts of one collection.
+pub async fn get_collection(
+    AxumState(st): St,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let tenant = caller.tenant().clone();
+    let info = st
+        .blocking(move |app| app.collection(&tenant, &name))
+        .await?;
+    Ok(Json(info).into_response())
+}
+
+/// `DELETE /v1/collections/{name}`: the collection and everything in it (204).
+pub async fn delete_collection(
+    AxumState(st): St,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Scope::Write)?;
+    let tenant = caller.tenant().clone();
+    st.blocking(move |app| app.drop_collection(&tenant, &name))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/search`.
+pub async fn search(
+    AxumState(st): St,
+    caller: Caller,
+    ApiJson(req): ApiJson<SearchRequest>,
+) -> Result<Response, ApiError> {
+    if req.query.len() > MAX_QUERY_BYTES {
+        return Err(ApiError::invalid(format!(
+            "the query is {} bytes; the longest accepted is {MAX_QUERY_BYTES}",
+            req.query.len()
+        )));
+    }
+    if req.k == Some(0) || req.k.is_some_and(|k| k > MAX_K) {
+        return Err(ApiError::invalid(format!("k must be 1 to {MAX_K}")));
+    }
+    let tenant = caller.tenant().clone();
+    let res = st.blocking(move |app| app.search(&tenant, &req)).await?;
+    Ok(Json(res).into_response())
+}
+
+/// Cancels the run it guards when dropped: a handler future or stream the server drops
+/// because its client went away stops the loop at its next stage.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// `POST /v1/ask`: the ask report as JSON, or with `Accept: text/event-stream` the
+/// loop's events as server-sent events ending in `done`.
+pub async fn ask(
+    AxumState(st): St,
+    caller: Caller,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<AskRequest>,
+) -> Result<Response, ApiError> {
+    if req.question.trim().is_empty() {
+        return Err(ApiError::invalid("the question is empty"));
+    }
+    if req.question.len() > MAX_QUESTION_BYTES {
+        return Err(ApiError::invalid(format!(
+            "the question is {} bytes; the longest accepted is {MAX_QUESTION_BYTES}",
+            req.question.len()
+        )));
+    }
+    if req.memory {
+        // Recall signals the memories it uses: a change to the tenant's memories.
+        caller.require(Scope::Write)?;
+    }
+    let cap_ms = st.opts.request_timeout.as_millis() as u64;
+    let deadline = req
+        .deadline_ms
+        .filter(|&d| d > 0)
+        .unwrap_or(st.app.config().control.deadline_ms)
+        .min(cap_ms);
+    let cancel = Cancel::default();
+    let opts = AskOptions {
+        collection: req.collection.clone(),
+        switches: (&req.switches).into(),
+        max_iterations: req.max_iterations,
+        deadline_ms: Some(if deadline == 0 { cap_ms } else { deadline }),
+        session: req.session.clone(),
+        project: req.project.clone(),
+        cancel: cancel.clone(),
+        ..Default::default()
+    };
+    let tenant = caller.tenant().clone();
+    let run_id = new_run_id("api");
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let question = req.question;
+    let memory = req.memory;
+    if !wants_stream {
+        let _guard = CancelOnDrop(cancel);
+        let run = run_id.clone();
+        let report = st
+            .blocking(move |app| app.ask(&tenant, &run, &question, &opts, memory, None))
+            .await?;
+        return Ok(Json(report).into_response());
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
+    // Accepted goes out before the loop starts.
+    let _ = tx.try_send(Event::Accepted {
+        run_id: run_id.clone(),
+    });
+    let worker = st.clone();
+    tokio::spawn(async move {
+        let deltas = tx.clone();
+        let on_delta: neuralcore_agents::tool::OnDelta = Arc::new(move |d: &str| {
+            // On the blocking pool: wait for room rather than drop a piece of the draft;
+            // a client that went away closes the channel and the send just fails.
+            let _ = deltas.blocking_send(Event::Delta {
+                text: d.to_string(),
+            });
+        });
+        let result = worker
+            .blocking(move |app| {
+                app.ask(&tenant, &run_id, &question, &opts, memory, Some(on_delta))
+            })
+            .await;
+        let last = match result {
+            Ok(report) => Event::Report {
+                report: Box::new(report),
+            },
+            Err(e) => Event::Error {
+                kind: crate::error::problem_type(e.kind),
+                detail: e.detail,
+            },
+        };
+        let _ = tx.send(last).await;
+        let _ = tx.send(Event::Done).await;
+    });
+    Ok(Sse::new(event_stream(rx, CancelOnDrop(cancel)))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+/// The events of `rx` as SSE, numbered; dropping the stream (the client went away)
+/// drops `guard`, which cancels the run.
+fn event_stream(
+    rx: tokio::sync::mpsc::Receiver<Event>,
+    guard: CancelOnDrop,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    stream::unfold((rx, guard, 0u64), |(mut rx, guard, seq)| async move {
+        let event = rx.recv().await?;
+        let name = match &event {
+            Event::Accepted { .. } => "accepted",
+            Event::Delta { .. } => "delta",
+            Event::Report { .. } => "report",
+            Event::Error { .. } => "error",
+            Event::Done => "done",
+        };
+        let data = serde_json::to_string(&StreamEvent {
+            schema: EVENTS_SCHEMA,
+            seq,
+            event,
+        })
+        .unwrap_or_default();
+        let sse = SseEvent::default().event(name).data(data);
+        Some((Ok(sse), (rx, guard, seq + 1)))
+    })
+}

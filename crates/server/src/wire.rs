@@ -1,0 +1,172 @@
+//! Request bodies and stream events of the HTTP API (`/v1`). Requests reject unknown
+//! fields; every stream event carries the schema it belongs to
+//! ([`EVENTS_SCHEMA`], documented in `docs/api.md`).
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use neuralcore_agents::Switches;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+
+/// The version of the ask stream's events.
+pub const EVENTS_SCHEMA: &str = "neuralcore.events/v1";
+
+/// A JSON body, with every way it can be wrong answered as a problem: not JSON, the
+/// wrong types, unknown fields, too large, not `application/json`.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be JSON (Content-Type: application/json)",
+            )),
+            Err(JsonRejection::BytesRejection(e))
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    "the body is larger than this server accepts",
+                ))
+            }
+            Err(JsonRejection::JsonDataError(e)) => Err(ApiError::invalid(format!(
+                "the body does not fit: {}",
+                e.body_text()
+            ))),
+            Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::invalid(format!(
+                "the body is not valid JSON: {}",
+                e.body_text()
+            ))),
+            Err(e) => Err(ApiError::invalid(e.body_text())),
+        }
+    }
+}
+
+/// `POST /v1/collections`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCollection {
+    /// The collection's name.
+    pub name: String,
+}
+
+/// `POST /v1/ask`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskRequest {
+    /// The question.
+    pub question: String,
+    /// The collection (default `default`).
+    #[serde(default = "default_collection")]
+    pub collection: String,
+    /// A conversation to continue.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Recall from the tenant's memories too.
+    #[serde(default)]
+    pub memory: bool,
+    /// The memory project to recall from.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Overrides `loop.max_iterations`.
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// Overrides `loop.deadline_ms`, at most the server's request deadline.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Ablations.
+    #[serde(default)]
+    pub switches: AskSwitches,
+}
+
+fn default_collection() -> String {
+    neuralcore_core::DEFAULT_COLLECTION.into()
+}
+
+/// Stages to switch off.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskSwitches {
+    /// Answer without retrieval.
+    #[serde(default)]
+    pub no_retrieval: bool,
+    /// Keep every retrieved chunk.
+    #[serde(default)]
+    pub no_grade: bool,
+    /// Do not verify ambiguous chunks.
+    #[serde(default)]
+    pub no_verify: bool,
+    /// Do not refine kept chunks into sentences.
+    #[serde(default)]
+    pub no_refine: bool,
+    /// One iteration, no reflection.
+    #[serde(default)]
+    pub no_reflect: bool,
+}
+
+impl From<&AskSwitches> for Switches {
+    fn from(s: &AskSwitches) -> Self {
+        Switches {
+            no_retrieval: s.no_retrieval,
+            no_grade: s.no_grade,
+            no_verify: s.no_verify,
+            no_refine: s.no_refine,
+            no_reflect: s.no_reflect,
+            skip_expensive: false,
+        }
+    }
+}
+
+/// One event of an ask stream (`Accept: text/event-stream`): the SSE event name is
+/// `kind`, the data this JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamEvent {
+    /// [`EVENTS_SCHEMA`].
+    pub schema: &'static str,
+    /// Position in the stream, from 0.
+    pub seq: u64,
+    /// What happened, with its data.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What an ask stream reports.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// The request was accepted: the loop is starting.
+    Accepted {
+        /// The run id.
+        run_id: String,
+    },
+    /// A piece of an LLM answer's draft, as it streams (the checked answer is in the
+    /// report).
+    Delta {
+        /// The text.
+        text: String,
+    },
+    /// The full ask report (`neuralcore.ask/v1`).
+    Report {
+        /// The report.
+        report: Box<neuralcore_agents::AskReport>,
+    },
+    /// The run failed; nothing follows but `done`.
+    Error {
+        /// The problem's `type`.
+        #[serde(rename = "type")]
+        kind: String,
+        /// For people.
+        detail: String,
+    },
+    /// The last event of every stream.
+    Done,
+}

@@ -1,0 +1,621 @@
+//! The HTTP API end to end: a real server on 127.0.0.1 over a real data dir and the real
+//! embedding model, spoken to over raw TCP (so malformed requests and clients that go
+//! away can be sent as such).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use neuralcore_app::{App, KeyStore, OpenOptions, Scope, Tenant};
+use neuralcore_engine::Config;
+use neuralcore_server::{ServeOptions, State};
+use serde_json::{json, Value};
+
+/// A response: status, lower-case headers, body.
+struct Resp {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// A problem+json error of `kind`.
+    fn problem(&self, status: u16, kind: &str) -> Value {
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.headers.get("content-type").map(String::as_str),
+            Some("application/problem+json")
+        );
+        let v = self.json();
+        assert_eq!(v["type"], format!("urn:neuralcore:problem:{kind}"), "{v}");
+        assert_eq!(v["status"], status);
+        v
+    }
+}
+
+fn read_head(r: &mut impl BufRead) -> (u16, HashMap<String, String>) {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status: u16 = line.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+    let mut headers = HashMap::new();
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+    }
+    (status, headers)
+}
+
+fn read_body(r: &mut impl BufRead, headers: &HashMap<String, String>) -> Vec<u8> {
+    let mut body = Vec::new();
+    if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"))
+    {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).unwrap();
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = headers.get("content-length").and_then(|v| v.parse().ok()) {
+        body.resize(n, 0);
+        r.read_exact(&mut body).unwrap();
+    } else {
+        r.read_to_end(&mut body).unwrap();
+    }
+    body
+}
+
+/// One request over a fresh connection.
+fn raw(addr: SocketAddr, request: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    s.write_all(request).unwrap();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    let body = read_body(&mut r, &headers);
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn req(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<&Value>,
+) -> Resp {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut r = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    if let Some(k) = key {
+        r.push_str(&format!("Authorization: Bearer {k}\r\n"));
+    }
+    if !body.is_empty() {
+        r.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    r.push_str("\r\n");
+    r.push_str(&body);
+    raw(addr, r.as_bytes())
+}
+
+struct Server {
+    addr: SocketAddr,
+    _tmp: tempfile::TempDir,
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// A server over a data dir holding `acme`'s and `globex`'s `docs`, and (with keys)
+/// the keys `make_keys` creates.
+fn server(opts: ServeOptions, make_keys: impl FnOnce(&KeyStore)) -> Server {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    let app = App::open(
+        &data,
+        config,
+        OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let src = tmp.path().join("src");
+    write(
+        &src.join("acme"),
+        "launch.md",
+        "# Launch\n\nThe acme rocket launches on the ninth of March from Kourou.\n",
+    );
+    write(
+        &src.join("acme"),
+        "press.md",
+        "# Press\n\nAcme confirms its rocket launches on the ninth of March, from Kourou.\n",
+    );
+    write(
+        &src.join("globex"),
+        "plan.md",
+        "# Plan\n\nGlobex builds a volcano lair near the coast of Cyprus.\n",
+    );
+    for t in ["acme", "globex"] {
+        app.ingest(&Tenant::new(t).unwrap(), &[src.join(t)], "docs", &mut ())
+            .unwrap();
+    }
+    app.ingest(
+        &Tenant::default_tenant(),
+        &[src.join("acme")],
+        "docs",
+        &mut (),
+    )
+    .unwrap();
+    let keys = KeyStore::open(&data).unwrap();
+    make_keys(&keys);
+    let state = Arc::new(State::new(app, keys, opts).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(neuralcore_server::serve(state, |a| tx.send(a).unwrap()))
+            .unwrap();
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    Server { addr, _tmp: tmp }
+}
+
+fn loopback() -> ServeOptions {
+    ServeOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn without_keys_the_default_tenant_searches_and_asks() {
+    let s = server(loopback(), |_| {});
+    let a = s.addr;
+    let r = req(a, "GET", "/healthz", None, None);
+    assert_eq!((r.status, r.json()["status"].clone()), (200, json!("ok")));
+    let r = req(a, "GET", "/readyz", None, None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["checks"]["embedding_model"], "loaded");
+
+    // Collections: the default tenant's only.
+    let r = req(a, "GET", "/v1/collections", None, None);
+    let names: Vec<Value> = r.json()["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("docs")]);
+    let r = req(
+        a,
+        "POST",
+        "/v1/collections",
+        None,
+        Some(&json!({"name": "notes"})),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        req(
+            a,
+            "POST",
+            "/v1/collections",
+            None,
+            Some(&json!({"name": "notes"}))
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        req(a, "GET", "/v1/collections/notes", None, None).json()["documents"],
+        0
+    );
+    assert_eq!(
+        req(a, "DELETE", "/v1/collections/notes", None, None).status,
+        204
+    );
+    req(a, "GET", "/v1/collections/notes", None, None).problem(404, "not_found");
+
+    // Search: the versioned response with provenance.
+    let r = req(
+        a,
+        "POST",
+        "/v1/search",
+        None,
+        Some(&json!({"query": "rocket launch Kourou", "collection": "docs", "k": 3})),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["schema"], "neuralcore.search/v1");
+    assert!(v["hits"][0]["text"].as_str().unwrap().contains("Kourou"));
+    assert!(v["hits"][0]["path"].as_str().unwrap().ends_with(".md"));
+
+    // Ask: the ask report, the same schema as `ask --json`.
+    let r = req(
+        a,
+        "POST",
+        "/v1/ask",
+        None,
+        Some(&json!({"question": "When does the acme rocket launch?", "collection": "docs"})),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["schema"], "neuralcore.ask/v1");
+    assert!(
+        v["answer"].as_str().unwrap().contains("ninth of March"),
+        "{v}"
+    );
+    assert_eq!(v["collection"], "docs");
+}
+
+/// Reads an SSE stream until `done`: (event name, data) pairs, and when the first
+/// event arrived after the request was written.
+fn sse(addr: SocketAddr, body: &Value) -> (Vec<(String, Value)>, Duration) {
+    let body = body.to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    write!(
+        s,
+        "POST /v1/ask HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let sent = Instant::now();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
+    assert!(headers["content-type"].starts_with("text/event-stream"));
+    let mut first = None;
+    let mut events = Vec::new();
+    let (mut name, mut data) = (String::new(), String::new());
+    let mut line = String::new();
+    while r.read_line(&mut line).unwrap() > 0 {
+        let l = line.trim_end().to_string();
+        line.clear();
+        if let Some(n) = l.strip_prefix("event: ") {
+            first.get_or_insert_with(|| sent.elapsed());
+            name = n.to_string();
+        } else if let Some(d) = l.strip_prefix("data: ") {
+            data.push_str(d);
+        } else if l.is_empty() && !name.is_empty() {
+            let v: Value = serde_json::from_str(&data).unwrap();
+            let done = name == "done";
+            events.push((std::mem::take(&mut name), v));
+            data.clear();
+            if done {
+                break;
+            }
+        }
+    }
+    (events, first.unwrap())
+}
+
+#[test]
+fn the_ask_stream_is_versioned_and_ends_in_done() {
+    let s = server(loopback(), |_| {});
+    let (events, first) = sse(
+        s.addr,
+        &json!({"question": "When does the acme rocket launch?", "collection": "docs"}),
+    );
+    let names: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(names.first(), Some(&"accepted"));
+    assert_eq!(&names[names.len() - 2..], ["report", "done"], "{names:?}");
+    for (i, (name, v)) in events.iter().enumerate() {
+        assert_eq!(v["schema"], "neuralcore.events/v1");
+        assert_eq!(v["seq"], i);
+        assert_eq!(v["kind"], *name);
+    }
+    let report = &events[names.len() - 2].1["report"];
+    assert!(report["answer"]
+        .as_str()
+        .unwrap()
+        .contains("ninth of March"));
+    eprintln!("first event after {first:?}");
+
+    // An error is an event too, then done.
+    let (events, _) = sse(s.addr, &json!({"question": "x", "collection": "nope"}));
+    let names: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(names, ["accepted", "error", "done"]);
+    assert_eq!(events[1].1["type"], "urn:neuralcore:problem:not_found");
+}
+
+#[test]
+fn keys_keep_tenants_apart_on_every_route() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| {
+        for t in ["acme", "globex"] {
+            ks.create_tenant(t).unwrap();
+            for scope in [Scope::Read, Scope::Write] {
+                let (k, _) = ks.create_key(t, scope, "").unwrap();
+                made.insert(format!("{t}-{}", scope.name()), k);
+            }
+        }
+        let (k, rec) = ks.create_key("acme", Scope::Read, "gone").unwrap();
+        ks.revoke(&rec.prefix).unwrap();
+        made.insert("revoked".into(), k);
+    });
+    let a = s.addr;
+    let key = |n: &str| made[n].clone();
+
+    // No key, a malformed one, a revoked one: 401 alike; health needs none.
+    assert_eq!(req(a, "GET", "/healthz", None, None).status, 200);
+    for k in [
+        None,
+        Some("nope"),
+        Some("nck_0_0"),
+        Some(key("revoked").as_str()),
+    ] {
+        let r = req(a, "GET", "/v1/collections", k, None);
+        r.problem(401, "unauthorized");
+        assert_eq!(
+            r.headers.get("www-authenticate").map(String::as_str),
+            Some("Bearer")
+        );
+    }
+    // X-API-Key works as well as Bearer.
+    let r = raw(
+        a,
+        format!(
+            "GET /v1/collections HTTP/1.1\r\nHost: x\r\nX-API-Key: {}\r\nConnection: close\r\n\r\n",
+            key("acme-read")
+        )
+        .as_bytes(),
+    );
+    assert_eq!(r.status, 200);
+
+    // Each tenant sees its own `docs` and nothing else, through every route.
+    for (mine, theirs, word) in [("acme", "globex", "Kourou"), ("globex", "acme", "volcano")] {
+        let k = key(&format!("{mine}-write"));
+        let cols = req(a, "GET", "/v1/collections", Some(&k), None).json();
+        assert_eq!(cols["collections"].as_array().unwrap().len(), 1, "{cols}");
+        let text = cols.to_string();
+        assert!(!text.contains(theirs) && !text.contains('~'), "{text}");
+        let hits = req(a, "POST", "/v1/search", Some(&k), Some(&json!({"query": "rocket launch volcano lair Kourou Cyprus", "collection": "docs", "k": 10}))).json();
+        let text = hits["hits"].to_string();
+        assert!(text.contains(word), "{text}");
+        let other = if word == "Kourou" {
+            "volcano"
+        } else {
+            "Kourou"
+        };
+        assert!(!text.contains(other), "{text}");
+        // The other tenant's stored name is no name at all; the default tenant's
+        // collection is not theirs.
+        req(
+            a,
+            "GET",
+            &format!("/v1/collections/{theirs}~docs"),
+            Some(&k),
+            None,
+        )
+        .problem(400, "invalid_input");
+        let r = req(
+            a,
+            "POST",
+            "/v1/search",
+            Some(&k),
+            Some(&json!({"query": "x", "collection": "nope"})),
+        );
+        let v = r.problem(404, "not_found");
+        assert!(!v.to_string().contains(theirs), "{v}");
+        let report = req(a, "POST", "/v1/ask", Some(&k), Some(&json!({"question": "When does the acme rocket launch, and where is the volcano lair?", "collection": "docs"}))).json();
+        // The evidence it graded and cited is the tenant's own documents.
+        let own: &[&str] = if mine == "acme" {
+            &["Launch", "Press"]
+        } else {
+            &["Plan"]
+        };
+        for item in report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(report["citations"].as_array().unwrap())
+        {
+            assert!(own.contains(&item["title"].as_str().unwrap()), "{item}");
+        }
+    }
+    // A read key cannot write; a write key of one tenant cannot delete another's.
+    req(
+        a,
+        "POST",
+        "/v1/collections",
+        Some(&key("acme-read")),
+        Some(&json!({"name": "x"})),
+    )
+    .problem(403, "forbidden");
+    req(
+        a,
+        "DELETE",
+        "/v1/collections/docs",
+        Some(&key("acme-read")),
+        None,
+    )
+    .problem(403, "forbidden");
+    assert_eq!(
+        req(
+            a,
+            "POST",
+            "/v1/collections",
+            Some(&key("globex-write")),
+            Some(&json!({"name": "tmp"}))
+        )
+        .status,
+        201
+    );
+    req(
+        a,
+        "DELETE",
+        "/v1/collections/tmp",
+        Some(&key("acme-write")),
+        None,
+    )
+    .problem(404, "not_found");
+    assert_eq!(
+        req(
+            a,
+            "DELETE",
+            "/v1/collections/tmp",
+            Some(&key("globex-write")),
+            None
+        )
+        .status,
+        204
+    );
+}
+
+#[test]
+fn bad_requests_get_problems_not_crashes() {
+    let s = server(
+        ServeOptions {
+            max_body_bytes: 64 * 1024,
+            ..loopback()
+        },
+        |_| {},
+    );
+    let a = s.addr;
+    let post = |path: &str, ctype: &str, body: &[u8]| {
+        let mut r = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(body);
+        raw(a, &r)
+    };
+    let json = "application/json";
+    post("/v1/search", json, b"{\"query\": ").problem(400, "invalid_input");
+    post("/v1/search", json, b"{\"query\": 5}").problem(400, "invalid_input");
+    post(
+        "/v1/search",
+        json,
+        b"{\"query\": \"x\", \"colour\": \"red\"}",
+    )
+    .problem(400, "invalid_input");
+    post("/v1/search", json, b"[1, 2]").problem(400, "invalid_input");
+    post("/v1/search", json, b"{\"query\": \"\xff\xfe\"}").problem(400, "invalid_input");
+    post("/v1/search", "text/plain", b"{\"query\": \"x\"}").problem(415, "unsupported_media_type");
+    post("/v1/search", json, br#"{"query": "x", "k": 0}"#).problem(400, "invalid_input");
+    post("/v1/search", json, br#"{"query": "x", "mode": "psychic"}"#).problem(400, "invalid_input");
+    post("/v1/search", json, br#"{"query": "   "}"#).problem(400, "invalid_input");
+    let big = format!("{{\"query\": \"{}\"}}", "a".repeat(100 * 1024));
+    post("/v1/search", json, big.as_bytes()).problem(413, "payload_too_large");
+    post("/v1/ask", json, br#"{"question": ""}"#).problem(400, "invalid_input");
+    let long = format!("{{\"question\": \"{}\"}}", "why ".repeat(5_000));
+    let v = post("/v1/ask", json, long.as_bytes()).problem(400, "invalid_input");
+    assert!(v["detail"].as_str().unwrap().contains("longest"), "{v}");
+    post("/v1/collections", json, br#"{"name": "../etc"}"#).problem(400, "invalid_input");
+    post("/v1/collections", json, br#"{"name": "a/b"}"#).problem(400, "invalid_input");
+    req(a, "GET", "/v1/collections/..%2F..%2Fetc", None, None).problem(400, "invalid_input");
+    req(a, "GET", "/v1/nothing", None, None).problem(404, "not_found");
+    req(a, "PUT", "/v1/search", None, None).problem(405, "method_not_allowed");
+    // No problem carries a path of the server's disk.
+    let r = post(
+        "/v1/search",
+        json,
+        br#"{"query": "x", "collection": "nope"}"#,
+    );
+    assert!(!String::from_utf8_lossy(&r.body).contains("/tmp"));
+    // Still healthy after all that.
+    assert_eq!(req(a, "GET", "/healthz", None, None).status, 200);
+}
+
+#[test]
+fn a_client_that_goes_away_mid_stream_leaves_the_server_healthy() {
+    let s = server(loopback(), |_| {});
+    for _ in 0..3 {
+        let body = json!({"question": "When does the acme rocket launch?", "collection": "docs"})
+            .to_string();
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        write!(
+            c,
+            "POST /v1/ask HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut first = [0u8; 64];
+        let _ = c.read(&mut first);
+        drop(c);
+    }
+    // A client that sends half a request and stops.
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.write_all(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"qu")
+        .unwrap();
+    let r = req(
+        s.addr,
+        "POST",
+        "/v1/search",
+        None,
+        Some(&json!({"query": "rocket", "collection": "docs"})),
+    );
+    assert_eq!(r.status, 200);
+    drop(slow);
+}
+
+#[test]
+fn the_rate_limit_answers_429_with_retry_after() {
+    let mut key = String::new();
+    let s = server(
+        ServeOptions {
+            rate_per_minute: 3,
+            ..loopback()
+        },
+        |ks| key = ks.create_key("default", Scope::Read, "").unwrap().0,
+    );
+    let codes: Vec<u16> = (0..4)
+        .map(|_| req(s.addr, "GET", "/v1/collections", Some(&key), None).status)
+        .collect();
+    assert_eq!(codes, [200, 200, 200, 429]);
+    let r = req(s.addr, "GET", "/v1/collections", Some(&key), None);
+    r.problem(429, "rate_limited");
+    let wait: u64 = r.headers["retry-after"].parse().unwrap();
+    assert!((1..=20).contains(&wait), "{wait}");
+}
+
+#[test]
+fn a_public_address_without_keys_is_refused() {
+    let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+    let e = neuralcore_server::check_bind(&any, false).unwrap_err();
+    assert!(e.contains("keys create") && e.contains("127.0.0.1"), "{e}");
+    assert!(neuralcore_server::check_bind(&any, true).is_ok());
+    assert!(neuralcore_server::check_bind(&"[::1]:80".parse().unwrap(), false).is_ok());
+}
