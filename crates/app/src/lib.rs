@@ -8,7 +8,9 @@
 //! Every call names its [`Tenant`]: collections and runs of one tenant are invisible to
 //! another. The CLI is the `default` tenant.
 
+mod documents;
 mod error;
+pub mod jobs;
 pub mod keys;
 mod search;
 mod tenant;
@@ -17,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub use documents::{ChunkInfo, DocumentInfo, SourceInfo, DOCUMENTS_SCHEMA};
 pub use error::AppError;
+pub use jobs::{Job, JobState, Jobs, TextDocument, Upload};
 pub use keys::{KeyStore, Principal, Scope};
 use neuralcore_agents::{AgentLoader, Orchestrator, Registry, Services};
 pub use neuralcore_agents::{AskOptions, AskReport, Cancel};
@@ -43,6 +47,7 @@ pub struct App {
     data_dir: PathBuf,
     orchestrator: Orchestrator,
     memory: OnceLock<Result<Arc<MemoryStore>, String>>,
+    jobs: OnceLock<Result<Arc<Jobs>, String>>,
 }
 
 impl App {
@@ -89,6 +94,7 @@ impl App {
                 services: services(engine)?,
             },
             memory: OnceLock::new(),
+            jobs: OnceLock::new(),
         })
     }
 
@@ -126,6 +132,19 @@ impl App {
                     .and_then(|b| {
                         MemoryStore::new(b, self.config().memory.trust()).map_err(AppError::from)
                     })
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(AppError::Unavailable)
+    }
+
+    /// The ingest jobs of the data dir (`jobs.redb`), opened on first use; a server
+    /// starts their worker ([`Jobs::start_worker`]).
+    pub fn jobs(&self) -> Result<Arc<Jobs>, AppError> {
+        self.jobs
+            .get_or_init(|| {
+                Jobs::open(&self.data_dir)
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })
@@ -224,6 +243,12 @@ impl App {
         };
         let mut report = o.ask(&tenant.run_id(run_id), question, &opts)?;
         // The report speaks the caller's names.
+        for c in &mut report.citations {
+            c.source = c
+                .source
+                .take()
+                .map(|s| jobs::public_source_id(&self.data_dir, &opts.collection, &s));
+        }
         report.collection = opts_collection_name(tenant, &report.collection);
         report.run_id = run_id.to_string();
         Ok(report)
@@ -252,7 +277,20 @@ pub fn search(
             rerank: req.rerank,
         },
     )?;
-    Ok(SearchResponse::new(&req.query, &req.collection, &res))
+    let mut out = SearchResponse::new(&req.query, &req.collection, &res);
+    if let Some(dir) = engine.data_dir() {
+        for h in &mut out.hits {
+            h.path = h
+                .path
+                .take()
+                .map(|p| jobs::public_source_id(dir, &stored, &p));
+            for p in &mut h.provenance {
+                p.source_id = jobs::public_source_id(dir, &stored, &p.source_id);
+                p.uri = jobs::public_source_id(dir, &stored, &p.uri);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The store's name of the tenant's collection `name`, or a NotFound error that lists

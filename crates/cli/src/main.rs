@@ -269,6 +269,8 @@ enum Command {
     /// Without API keys (`neuralcore keys create`) the server listens on loopback only
     /// and every caller is the default tenant's administrator; with keys, every /v1
     /// request needs one (Authorization: Bearer or X-API-Key) and sees its tenant only.
+    /// Uploads become ingest jobs (jobs.redb), run one at a time in the background;
+    /// jobs interrupted by a stop resume on the next start.
     /// The data dir's store is locked while it runs. Ctrl-C or SIGTERM stops taking
     /// connections and lets the requests in flight finish.
     Serve {
@@ -284,6 +286,9 @@ enum Command {
         /// Largest request body, in bytes.
         #[arg(long, default_value_t = 2 * 1024 * 1024)]
         max_body_bytes: usize,
+        /// Largest upload of documents, in bytes.
+        #[arg(long, default_value_t = 64 * 1024 * 1024)]
+        max_upload_bytes: usize,
         /// Requests a minute per API key (0: no limit).
         #[arg(long, default_value_t = 600)]
         rate_per_minute: u32,
@@ -974,6 +979,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_concurrency,
             request_timeout_ms,
             max_body_bytes,
+            max_upload_bytes,
             rate_per_minute,
             dirs,
         } => serve(
@@ -984,6 +990,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 max_concurrency,
                 request_timeout: std::time::Duration::from_millis(request_timeout_ms),
                 rate_per_minute,
+                max_upload_bytes,
             },
             dirs,
         ),

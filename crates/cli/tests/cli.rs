@@ -1222,3 +1222,95 @@ fn instruction_set_override() {
         assert!(dot > 0.9999, "{isa}: cosine {dot}");
     }
 }
+
+/// `neuralcore serve` on a free loopback port; its address.
+fn start_server(data: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = bin()
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the server stopped before it listened")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("neuralcore serving http://") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, format!("http://{addr}"))
+}
+
+fn get_json(url: &str) -> Value {
+    ureq::get(url)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap()
+}
+
+#[test]
+fn a_server_killed_during_an_ingest_job_resumes_it_on_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (mut server, base) = start_server(&data);
+    let texts: Vec<Value> = (0..300)
+        .map(|i| serde_json::json!({"name": format!("n{i:03}"), "text": format!("Note {i}: the tide table of harbour {i} lists {} high waters in a lunar month, and the pilot of harbour {i} checks them every morning.", 50 + i)}))
+        .collect();
+    let job: Value = ureq::post(format!("{base}/v1/collections/notes/documents"))
+        .send_json(serde_json::json!({ "documents": texts }))
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    let id = job["id"].as_str().unwrap().to_string();
+    // Kill it once the job has made progress but is not done.
+    let start = Instant::now();
+    let mut mid_job = false;
+    loop {
+        let j = get_json(&format!("{base}/v1/jobs/{id}"));
+        let done = j["counts"]["files_done"].as_u64().unwrap_or(0);
+        if j["state"] == "indexed" {
+            break;
+        }
+        if done > 0 {
+            mid_job = true;
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{j}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    assert!(mid_job, "the job finished before the kill");
+    let (mut server, base) = start_server(&data);
+    let start = Instant::now();
+    let job = loop {
+        let j = get_json(&format!("{base}/v1/jobs/{id}"));
+        if j["state"] == "indexed" || j["state"] == "failed" {
+            break j;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{j}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(job["state"], "indexed", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    assert_eq!(job["counts"]["failed"], 0, "{job}");
+    // Every file is a source, each once; the collection holds each note once.
+    let sources = get_json(&format!("{base}/v1/collections/notes/sources"));
+    assert_eq!(sources["sources"].as_array().unwrap().len(), 300);
+    let info = get_json(&format!("{base}/v1/collections/notes"));
+    assert_eq!(info["documents"], 300, "{info}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

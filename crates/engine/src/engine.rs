@@ -115,6 +115,11 @@ impl Engine {
         &self.config
     }
 
+    /// The data dir (`None` for an in-memory engine).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
     /// The document store.
     pub fn store(&self) -> &dyn DocStore {
         &*self.store

@@ -67,6 +67,10 @@ pub trait IngestObserver {
     fn warning(&mut self, _path: &Path, _message: &str) {}
     /// `texts` more chunk texts were embedded by the model (cache hits are not counted).
     fn embedded(&mut self, _texts: usize) {}
+    /// Whether to stop: checked before each file; the files done so far are kept.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// An observer that ignores everything.
@@ -109,6 +113,8 @@ pub struct IngestSummary {
     pub errors: Vec<FileMessage>,
     /// Warnings (lossy UTF-8, split texts, ...).
     pub warnings: Vec<FileMessage>,
+    /// The observer asked to stop before every file was done.
+    pub cancelled: bool,
 }
 
 /// The result of `rm`.
@@ -715,6 +721,10 @@ impl Engine {
         let vec = self.vector_pair(collection, obs)?;
         let mut ing = Ingestor::new(self, collection, &idx, vec);
         for entry in &entries {
+            if obs.cancelled() {
+                ing.summary.cancelled = true;
+                break;
+            }
             ing.summary.files_seen += 1;
             let (path, outcome) = match entry {
                 WalkEntry::Error(p, e) => (

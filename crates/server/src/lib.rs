@@ -13,6 +13,7 @@
 //! The routes and their shapes are in `docs/api.md`.
 
 pub mod auth;
+mod documents;
 pub mod error;
 mod routes;
 pub mod wire;
@@ -24,7 +25,7 @@ use std::time::Duration;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
-use neuralcore_app::{App, AppError, KeyStore};
+use neuralcore_app::{App, AppError, Jobs, KeyStore};
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
@@ -42,6 +43,8 @@ pub struct ServeOptions {
     pub request_timeout: Duration,
     /// Requests a minute per API key (0: no limit).
     pub rate_per_minute: u32,
+    /// Largest upload (`POST /v1/collections/{name}/documents`), in bytes.
+    pub max_upload_bytes: usize,
 }
 
 impl Default for ServeOptions {
@@ -52,6 +55,7 @@ impl Default for ServeOptions {
             max_concurrency: 8,
             request_timeout: Duration::from_secs(60),
             rate_per_minute: 600,
+            max_upload_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -59,6 +63,7 @@ impl Default for ServeOptions {
 /// What handlers share.
 pub struct State {
     pub(crate) app: Arc<App>,
+    pub(crate) jobs: Arc<Jobs>,
     /// The key store when the server requires keys; `None` for a loopback server
     /// without any.
     pub(crate) keys: Option<Arc<KeyStore>>,
@@ -72,6 +77,7 @@ impl State {
     pub fn new(app: App, keys: KeyStore, opts: ServeOptions) -> Result<State, AppError> {
         let required = keys.has_active_keys()?;
         Ok(State {
+            jobs: app.jobs()?,
             app: Arc::new(app),
             keys: required.then(|| Arc::new(keys)),
             pool: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
@@ -135,6 +141,28 @@ pub fn router(state: Arc<State>) -> Router {
             "/v1/collections/{name}",
             get(routes::get_collection).delete(routes::delete_collection),
         )
+        .route(
+            "/v1/collections/{name}/documents",
+            post(documents::upload).layer(DefaultBodyLimit::max(state.opts.max_upload_bytes)),
+        )
+        .route(
+            "/v1/collections/{name}/documents/{id}",
+            get(documents::get_document),
+        )
+        .route(
+            "/v1/collections/{name}/documents/{id}/chunks/{ordinal}",
+            get(documents::get_chunk),
+        )
+        .route(
+            "/v1/collections/{name}/sources",
+            get(documents::list_sources).delete(documents::delete_source),
+        )
+        .route("/v1/jobs", get(documents::list_jobs))
+        .route(
+            "/v1/jobs/{id}",
+            get(documents::get_job).delete(documents::cancel_job),
+        )
+        .route("/v1/jobs/{id}/events", get(documents::job_events))
         .route("/v1/search", post(routes::search))
         .route("/v1/ask", post(routes::ask))
         .fallback(routes::not_found)
@@ -154,10 +182,18 @@ pub async fn serve(
     check_bind(&addr, state.requires_keys())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    // Jobs queued before (or interrupted by) the last stop resume now.
+    state.jobs.start_worker(Arc::downgrade(&state.app));
     ready(listener.local_addr()?);
-    axum::serve(listener, router(state))
+    let jobs = state.jobs.clone();
+    let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
+        .await;
+    // The running job stops after its file and stays queued for the next start.
+    tokio::task::spawn_blocking(move || jobs.shutdown(Duration::from_secs(30)))
         .await
+        .ok();
+    served
 }
 
 async fn shutdown_signal() {

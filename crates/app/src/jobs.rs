@@ -1,0 +1,825 @@
+//! Ingest jobs: uploads staged on disk and ingested in the background, with their state
+//! persisted in `<data dir>/jobs.redb` so a server killed mid-job resumes it on restart.
+//!
+//! A job's files are written to `<data dir>/uploads/<job id>/` before the job is
+//! recorded (queued), so an accepted upload is never lost. One worker thread takes
+//! queued jobs oldest first: it moves the files to `<data dir>/sources/<collection>/`
+//! (an upload of the same name replaces the earlier version, as re-ingesting a file
+//! does) and ingests them, checkpointing the job after every file. States:
+//! `queued → parsing → chunking → embedding → indexed`, or `failed` / `cancelled`.
+//! On open, a job found in a running state was interrupted: it is queued again
+//! (ingest skips what it already committed, by content hash), and failed after
+//! [`MAX_ATTEMPTS`] interruptions rather than retried forever.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Duration;
+
+use redb::{ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::{App, AppError, Tenant};
+
+const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+
+/// The version of the job shape.
+pub const JOB_SCHEMA: &str = "neuralcore.job/v1";
+/// Interruptions (a server killed mid-job) after which a job fails instead of resuming.
+pub const MAX_ATTEMPTS: u32 = 3;
+/// Files one job may hold.
+pub const MAX_FILES: usize = 1000;
+/// How uploaded sources are named in every answer: `upload:<name>`.
+pub const UPLOAD_SCHEME: &str = "upload:";
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for the worker.
+    Queued,
+    /// Reading files.
+    Parsing,
+    /// Cutting documents into chunks.
+    Chunking,
+    /// Embedding chunks.
+    Embedding,
+    /// Done: every file was handled (some may have failed: see `errors`).
+    Indexed,
+    /// The job could not run.
+    Failed,
+    /// Cancelled by its tenant; the files done before are kept.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job is over.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Indexed | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// Counts of a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// Files in the job.
+    pub files: usize,
+    /// Files handled so far.
+    pub files_done: usize,
+    /// Files stored.
+    pub ingested: usize,
+    /// Files unchanged since an earlier upload.
+    pub skipped: usize,
+    /// Files that failed.
+    pub failed: usize,
+    /// Documents the stored files produced.
+    pub documents: usize,
+    /// Chunks newly written.
+    pub chunks: usize,
+    /// Chunk texts embedded by the model.
+    pub embedded: usize,
+}
+
+/// A message about one file of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFileMessage {
+    /// The file's name as uploaded.
+    pub file: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// An ingest job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// `neuralcore.job/v1`.
+    #[serde(default = "job_schema")]
+    pub schema: String,
+    /// `job_` and 24 hex characters.
+    pub id: String,
+    /// The tenant that submitted it.
+    pub tenant: String,
+    /// The collection, by the tenant's name.
+    pub collection: String,
+    /// Where it is.
+    pub state: JobState,
+    /// The files' names.
+    pub files: Vec<String>,
+    /// Counts so far.
+    pub counts: JobCounts,
+    /// One message per failed file.
+    pub errors: Vec<JobFileMessage>,
+    /// Warnings (lossy UTF-8, split texts, ...).
+    pub warnings: Vec<JobFileMessage>,
+    /// Why the whole job failed, when it did.
+    pub error: Option<String>,
+    /// Times the job was started (more than one: it was interrupted).
+    pub attempts: u32,
+    /// The tenant asked to cancel it.
+    pub cancel_requested: bool,
+    /// When it was submitted, milliseconds since 1970.
+    pub created_ms: u64,
+    /// When it last changed.
+    pub updated_ms: u64,
+}
+
+fn job_schema() -> String {
+    JOB_SCHEMA.into()
+}
+
+/// One file of an upload.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    /// Its name (a plain file name with a supported extension).
+    pub name: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// A text to ingest, with a title and metadata (what `POST …/documents` takes as JSON).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextDocument {
+    /// The source's name (`<name>.json` is stored; default `text-<n>`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The text.
+    pub text: String,
+    /// Metadata kept with the document (and shown with its hits).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+impl TextDocument {
+    /// The upload this text becomes: a JSON source the JSON loader reads back with its
+    /// title and metadata.
+    pub fn into_upload(self, n: usize) -> Result<Upload, AppError> {
+        if self.text.trim().is_empty() {
+            return Err(AppError::InvalidInput(format!("document {n} has no text")));
+        }
+        let mut name = self.name.unwrap_or_else(|| format!("text-{n}"));
+        if !name.ends_with(".json") {
+            name.push_str(".json");
+        }
+        let mut obj = serde_json::Map::new();
+        if let Some(t) = self.title {
+            obj.insert("title".into(), t.into());
+        }
+        obj.insert("text".into(), self.text.into());
+        if !self.metadata.is_empty() {
+            obj.insert(
+                "metadata".into(),
+                serde_json::Value::Object(self.metadata.into_iter().collect()),
+            );
+        }
+        let bytes = serde_json::to_vec(&serde_json::Value::Object(obj))
+            .map_err(|e| AppError::Internal(format!("cannot encode a text: {e}")))?;
+        Ok(Upload { name, bytes })
+    }
+}
+
+/// Check an uploaded file's name: a plain name (no folders, no `..`, no hidden files,
+/// no control characters, at most 200 bytes) with an extension a loader reads.
+pub fn check_upload_name(name: &str) -> Result<(), AppError> {
+    let bad = |why: &str| Err(AppError::InvalidInput(format!("file name {name:?} {why}")));
+    if name.is_empty() || name.len() > 200 {
+        return bad("must be 1 to 200 bytes");
+    }
+    if name.contains(['/', '\\', '\0']) || name.chars().any(char::is_control) {
+        return bad("must be a plain file name (no folders or control characters)");
+    }
+    if name.starts_with('.') {
+        return bad("must not start with a dot");
+    }
+    if neuralcore_ingest::loaders::loader_for(Path::new(name)).is_none() {
+        return bad(
+            "has no supported extension (txt, md, markdown, html, htm, pdf, json, jsonl, csv, tsv)",
+        );
+    }
+    Ok(())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn internal(e: impl std::fmt::Display) -> AppError {
+    AppError::Internal(format!("job store: {e}"))
+}
+
+fn io(what: &str, e: std::io::Error) -> AppError {
+    // A full disk or a read-only data dir is worth retrying later; say which, not where.
+    match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            AppError::Unavailable(format!("cannot {what}: the data dir is full"))
+        }
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => {
+            AppError::Unavailable(format!("cannot {what}: the data dir is not writable"))
+        }
+        _ => AppError::Internal(format!("cannot {what}: {}", e.kind())),
+    }
+}
+
+fn new_job_id() -> Result<String, AppError> {
+    let mut b = [0u8; 12];
+    getrandom::getrandom(&mut b).map_err(|e| internal(format!("no randomness: {e}")))?;
+    Ok(format!(
+        "job_{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    ))
+}
+
+/// Whether `id` looks like a job id (anything else is not found without a lookup).
+fn valid_job_id(id: &str) -> bool {
+    id.len() == 28
+        && id.starts_with("job_")
+        && id[4..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The jobs of a data dir and their worker.
+pub struct Jobs {
+    db: redb::Database,
+    data_dir: PathBuf,
+    /// Bumped on every submit (and on shutdown) to wake the worker.
+    wake: (Mutex<u64>, Condvar),
+    /// The running job's id and its stop flag.
+    running: Mutex<Option<(String, Arc<AtomicBool>)>>,
+    shutdown: AtomicBool,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Jobs {
+    /// Open (or create) `<data dir>/jobs.redb`; jobs interrupted by a crash are queued
+    /// again (or failed after [`MAX_ATTEMPTS`]).
+    pub fn open(data_dir: &Path) -> Result<Jobs, AppError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| io("create the data dir", e))?;
+        let db = redb::Database::create(data_dir.join("jobs.redb")).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
+                "the job store is open in another process (a running server?)".into(),
+            ),
+            other => internal(other),
+        })?;
+        let jobs = Jobs {
+            db,
+            data_dir: data_dir.to_path_buf(),
+            wake: (Mutex::new(0), Condvar::new()),
+            running: Mutex::new(None),
+            shutdown: AtomicBool::new(false),
+            worker: Mutex::new(None),
+        };
+        jobs.recover()?;
+        Ok(jobs)
+    }
+
+    fn recover(&self) -> Result<(), AppError> {
+        let txn = self.db.begin_write().map_err(internal)?;
+        {
+            let mut t = txn.open_table(JOBS).map_err(internal)?;
+            let mut fix = Vec::new();
+            for e in t.iter().map_err(internal)? {
+                let (k, v) = e.map_err(internal)?;
+                let mut job: Job = serde_json::from_slice(v.value()).map_err(internal)?;
+                if job.state.is_terminal() || job.state == JobState::Queued {
+                    continue;
+                }
+                job.updated_ms = now_ms();
+                if job.cancel_requested {
+                    job.state = JobState::Cancelled;
+                } else if job.attempts >= MAX_ATTEMPTS {
+                    job.state = JobState::Failed;
+                    job.error = Some(format!(
+                        "interrupted {} times (the server stopped while it ran); upload again",
+                        job.attempts
+                    ));
+                } else {
+                    tracing::info!("job {} was interrupted: queued again", job.id);
+                    job.state = JobState::Queued;
+                }
+                fix.push((k.value().to_string(), job));
+            }
+            for (k, job) in fix {
+                if job.state.is_terminal() {
+                    let _ = std::fs::remove_dir_all(self.staging(&job.id));
+                }
+                let bytes = serde_json::to_vec(&job).map_err(internal)?;
+                t.insert(k.as_str(), bytes.as_slice()).map_err(internal)?;
+            }
+        }
+        txn.commit().map_err(internal)
+    }
+
+    fn staging(&self, id: &str) -> PathBuf {
+        self.data_dir.join("uploads").join(id)
+    }
+
+    /// Where the uploaded sources of a stored collection live.
+    pub fn sources_dir(data_dir: &Path, stored_collection: &str) -> PathBuf {
+        data_dir.join("sources").join(stored_collection)
+    }
+
+    fn put(&self, job: &Job) -> Result<(), AppError> {
+        let txn = self.db.begin_write().map_err(internal)?;
+        {
+            let mut t = txn.open_table(JOBS).map_err(internal)?;
+            let bytes = serde_json::to_vec(job).map_err(internal)?;
+            t.insert(job.id.as_str(), bytes.as_slice())
+                .map_err(internal)?;
+        }
+        txn.commit().map_err(internal)
+    }
+
+    fn load(&self, id: &str) -> Result<Option<Job>, AppError> {
+        let txn = self.db.begin_read().map_err(internal)?;
+        let t = match txn.open_table(JOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(internal(e)),
+        };
+        let v = t.get(id).map_err(internal)?;
+        v.map(|v| serde_json::from_slice(v.value()).map_err(internal))
+            .transpose()
+    }
+
+    fn all(&self) -> Result<Vec<Job>, AppError> {
+        let txn = self.db.begin_read().map_err(internal)?;
+        let t = match txn.open_table(JOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(internal(e)),
+        };
+        let mut out = Vec::new();
+        for e in t.iter().map_err(internal)? {
+            let (_, v) = e.map_err(internal)?;
+            out.push(serde_json::from_slice::<Job>(v.value()).map_err(internal)?);
+        }
+        Ok(out)
+    }
+
+    /// Stage `files` and queue a job that ingests them into the tenant's `collection`
+    /// (created when missing). Every name is checked before anything is written.
+    pub fn submit(
+        &self,
+        tenant: &Tenant,
+        collection: &str,
+        files: Vec<Upload>,
+    ) -> Result<Job, AppError> {
+        tenant.stored(collection)?;
+        if files.is_empty() {
+            return Err(AppError::InvalidInput("the upload holds no files".into()));
+        }
+        if files.len() > MAX_FILES {
+            return Err(AppError::InvalidInput(format!(
+                "the upload holds {} files; at most {MAX_FILES} a job",
+                files.len()
+            )));
+        }
+        let mut names = std::collections::HashSet::new();
+        for f in &files {
+            check_upload_name(&f.name)?;
+            if !names.insert(f.name.as_str()) {
+                return Err(AppError::InvalidInput(format!(
+                    "file name {:?} appears twice in one upload",
+                    f.name
+                )));
+            }
+        }
+        let id = new_job_id()?;
+        let dir = self.staging(&id);
+        let staged = (|| {
+            std::fs::create_dir_all(&dir)?;
+            for f in &files {
+                let p = dir.join(&f.name);
+                let mut out = std::fs::File::create(&p)?;
+                std::io::Write::write_all(&mut out, &f.bytes)?;
+                out.sync_all()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = staged {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(io("store the upload", e));
+        }
+        let now = now_ms();
+        let job = Job {
+            schema: JOB_SCHEMA.into(),
+            id,
+            tenant: tenant.as_str().into(),
+            collection: collection.into(),
+            state: JobState::Queued,
+            files: files.iter().map(|f| f.name.clone()).collect(),
+            counts: JobCounts {
+                files: files.len(),
+                ..Default::default()
+            },
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+            attempts: 0,
+            cancel_requested: false,
+            created_ms: now,
+            updated_ms: now,
+        };
+        if let Err(e) = self.put(&job) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+        self.notify();
+        Ok(job)
+    }
+
+    fn notify(&self) {
+        let (m, c) = &self.wake;
+        *m.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        c.notify_all();
+    }
+
+    /// One of the tenant's jobs; another tenant's is not found.
+    pub fn get(&self, tenant: &Tenant, id: &str) -> Result<Job, AppError> {
+        let not_found = || AppError::NotFound(format!("no job {id:?}"));
+        if !valid_job_id(id) {
+            return Err(not_found());
+        }
+        match self.load(id)? {
+            Some(j) if j.tenant == tenant.as_str() => Ok(j),
+            _ => Err(not_found()),
+        }
+    }
+
+    /// The tenant's jobs, newest first, at most `limit`.
+    pub fn list(&self, tenant: &Tenant, limit: usize) -> Result<Vec<Job>, AppError> {
+        let mut jobs: Vec<Job> = self
+            .all()?
+            .into_iter()
+            .filter(|j| j.tenant == tenant.as_str())
+            .collect();
+        jobs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
+        jobs.truncate(limit);
+        Ok(jobs)
+    }
+
+    /// Counts of every tenant's jobs by state (for metrics).
+    pub fn counts_by_state(&self) -> Result<BTreeMap<JobState, usize>, AppError> {
+        let mut out = BTreeMap::new();
+        for j in self.all()? {
+            *out.entry(j.state).or_insert(0) += 1;
+        }
+        Ok(out)
+    }
+
+    /// Cancel one of the tenant's jobs: a queued one at once, a running one after the
+    /// file it is on (the files done are kept). A finished job is returned as it is.
+    pub fn cancel(&self, tenant: &Tenant, id: &str) -> Result<Job, AppError> {
+        let mut job = self.get(tenant, id)?;
+        if job.state.is_terminal() {
+            return Ok(job);
+        }
+        {
+            let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((rid, flag)) = running.as_ref() {
+                if rid == id {
+                    flag.store(true, Ordering::SeqCst);
+                    job.cancel_requested = true;
+                    job.updated_ms = now_ms();
+                    self.put(&job)?;
+                    return Ok(job);
+                }
+            }
+            // Not running: the worker cannot pick it up while `running` is held.
+            job.state = JobState::Cancelled;
+            job.cancel_requested = true;
+            job.updated_ms = now_ms();
+            self.put(&job)?;
+        }
+        let _ = std::fs::remove_dir_all(self.staging(id));
+        Ok(job)
+    }
+
+    /// Start the worker thread over `app` (once; later calls do nothing).
+    pub fn start_worker(self: &Arc<Self>, app: Weak<App>) {
+        let mut w = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_some() {
+            return;
+        }
+        let jobs = self.clone();
+        *w = std::thread::Builder::new()
+            .name("neuralcore-jobs".into())
+            .spawn(move || jobs.work(app))
+            .map_err(|e| tracing::error!("cannot start the job worker: {e}"))
+            .ok();
+    }
+
+    /// Stop the worker: the running job stops after its current file and stays queued
+    /// (it resumes on the next start); waits for the worker up to `wait`.
+    pub fn shutdown(&self, wait: Duration) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        if let Some((_, flag)) = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            flag.store(true, Ordering::SeqCst);
+        }
+        self.notify();
+        let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let deadline = std::time::Instant::now() + wait;
+            while !h.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            } else {
+                tracing::warn!("the job worker is still busy; its job resumes on restart");
+            }
+        }
+    }
+
+    fn next_queued(&self) -> Result<Option<(Job, Arc<AtomicBool>)>, AppError> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut queued: Vec<Job> = self
+            .all()?
+            .into_iter()
+            .filter(|j| j.state == JobState::Queued)
+            .collect();
+        queued.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        let Some(mut job) = queued.into_iter().next() else {
+            return Ok(None);
+        };
+        job.state = JobState::Parsing;
+        job.attempts += 1;
+        job.updated_ms = now_ms();
+        self.put(&job)?;
+        let flag = Arc::new(AtomicBool::new(false));
+        *running = Some((job.id.clone(), flag.clone()));
+        Ok(Some((job, flag)))
+    }
+
+    fn work(&self, app: Weak<App>) {
+        loop {
+            if self.shutdown.load(Ordering::SeqCst) {
+                return;
+            }
+            let seen = *self.wake.0.lock().unwrap_or_else(|p| p.into_inner());
+            match self.next_queued() {
+                Ok(Some((job, flag))) => {
+                    let Some(app) = app.upgrade() else { return };
+                    let id = job.id.clone();
+                    let done = self.run(&app, job, &flag);
+                    *self.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    if let Err(e) = done {
+                        tracing::error!("job {id}: {e}");
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!("the job worker cannot read its jobs: {e}"),
+            }
+            let (m, c) = &self.wake;
+            let g = m.lock().unwrap_or_else(|p| p.into_inner());
+            if *g == seen {
+                let _ = c.wait_timeout(g, Duration::from_secs(1));
+            }
+        }
+    }
+
+    /// Run one job to its end (or to a stop), checkpointing it after every file.
+    fn run(&self, app: &App, mut job: Job, stop: &Arc<AtomicBool>) -> Result<(), AppError> {
+        let tenant = Tenant::new(&job.tenant)?;
+        let outcome = (|| {
+            let stored = tenant.stored(&job.collection)?;
+            // The collection exists once a job for it ran, even if every file failed.
+            app.create_collection(&tenant, &job.collection)?;
+            let dest = Jobs::sources_dir(&self.data_dir, &stored);
+            std::fs::create_dir_all(&dest).map_err(|e| io("store the sources", e))?;
+            let staging = self.staging(&job.id);
+            let mut paths = Vec::new();
+            for name in &job.files {
+                let from = staging.join(name);
+                let to = dest.join(name);
+                if from.exists() {
+                    std::fs::rename(&from, &to).map_err(|e| io("store a source", e))?;
+                }
+                if to.exists() {
+                    paths.push(to);
+                }
+            }
+            // Counts start over: a resumed job re-reads every file (the ones it had
+            // committed are skipped as unchanged).
+            job.counts = JobCounts {
+                files: job.files.len(),
+                ..Default::default()
+            };
+            job.errors.clear();
+            job.warnings.clear();
+            let collection = job.collection.clone();
+            let mut obs = JobObserver {
+                jobs: self,
+                job: &mut job,
+                stop,
+                shutdown: &self.shutdown,
+                names: paths
+                    .iter()
+                    .zip(&job_names(&paths))
+                    .map(|(p, n)| (p.clone(), n.clone()))
+                    .collect(),
+                done: Vec::new(),
+            };
+            let summary = app.ingest(&tenant, &paths, &collection, &mut obs);
+            let done = std::mem::take(&mut obs.done);
+            drop(obs);
+            let summary = summary?;
+            Ok((summary, paths, done))
+        })();
+        match outcome {
+            Ok((summary, paths, done)) => {
+                let stopped = summary.cancelled;
+                if stopped && !job.cancel_requested && self.shutdown.load(Ordering::SeqCst) {
+                    // Shutting down: back in the queue; the next start resumes it. The
+                    // files not yet read go back to the staging folder.
+                    restage(&self.staging(&job.id), &paths, &done);
+                    job.state = JobState::Queued;
+                    job.updated_ms = now_ms();
+                    return self.put(&job);
+                }
+                // Files not stored have no source record: do not keep them.
+                for p in &paths {
+                    let kept = done.iter().any(|(d, ok)| d == p && *ok);
+                    if !kept {
+                        let _ = std::fs::remove_file(p);
+                    }
+                }
+                job.state = if stopped {
+                    JobState::Cancelled
+                } else {
+                    JobState::Indexed
+                };
+            }
+            Err(e) => {
+                job.state = JobState::Failed;
+                job.error = Some(public_message(&e, &self.data_dir));
+            }
+        }
+        let _ = std::fs::remove_dir_all(self.staging(&job.id));
+        job.updated_ms = now_ms();
+        self.put(&job)
+    }
+}
+
+/// Move the files not yet read back to the staging folder.
+fn restage(staging: &Path, paths: &[PathBuf], done: &[(PathBuf, bool)]) {
+    let _ = std::fs::create_dir_all(staging);
+    for p in paths {
+        if done.iter().any(|(d, _)| d == p) {
+            continue;
+        }
+        if let Some(name) = p.file_name() {
+            let _ = std::fs::rename(p, staging.join(name));
+        }
+    }
+}
+
+fn job_names(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// An error's message without the server's paths.
+fn public_message(e: &AppError, data_dir: &Path) -> String {
+    let mut m = e.to_string();
+    for dir in [
+        std::fs::canonicalize(data_dir).ok(),
+        Some(data_dir.to_path_buf()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        m = m.replace(&*dir.to_string_lossy(), "<data dir>");
+    }
+    m
+}
+
+/// Follows an ingest and checkpoints its job.
+struct JobObserver<'a> {
+    jobs: &'a Jobs,
+    job: &'a mut Job,
+    stop: &'a AtomicBool,
+    shutdown: &'a AtomicBool,
+    names: BTreeMap<PathBuf, String>,
+    /// Files handled, and whether each was stored (or unchanged).
+    done: Vec<(PathBuf, bool)>,
+}
+
+impl JobObserver<'_> {
+    fn name(&self, path: &Path) -> String {
+        self.names.get(path).cloned().unwrap_or_else(|| {
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+    }
+
+    fn set_state(&mut self, state: JobState) {
+        if self.job.state != state {
+            self.job.state = state;
+            self.checkpoint();
+        }
+    }
+
+    fn checkpoint(&mut self) {
+        self.job.updated_ms = now_ms();
+        if let Err(e) = self.jobs.put(self.job) {
+            tracing::warn!("job {}: cannot checkpoint: {e}", self.job.id);
+        }
+    }
+}
+
+impl neuralcore_engine::IngestObserver for JobObserver<'_> {
+    fn document(&mut self) {
+        self.set_state(JobState::Chunking);
+    }
+
+    fn file_done(&mut self, path: &Path, outcome: &neuralcore_engine::FileOutcome) {
+        use neuralcore_engine::FileOutcome;
+        let c = &mut self.job.counts;
+        c.files_done += 1;
+        let stored = match outcome {
+            FileOutcome::Ingested {
+                documents,
+                new_chunks,
+            } => {
+                c.ingested += 1;
+                c.documents += documents;
+                c.chunks += new_chunks;
+                true
+            }
+            FileOutcome::Skipped { .. } => {
+                c.skipped += 1;
+                true
+            }
+            FileOutcome::Failed { reason } => {
+                c.failed += 1;
+                let file = self.name(path);
+                let message = public_message(&AppError::InvalidInput(reason.clone()), {
+                    &self.jobs.data_dir
+                });
+                self.job.errors.push(JobFileMessage { file, message });
+                false
+            }
+        };
+        self.done.push((path.to_path_buf(), stored));
+        self.job.state = JobState::Parsing;
+        self.checkpoint();
+    }
+
+    fn warning(&mut self, path: &Path, message: &str) {
+        let file = self.name(path);
+        self.job.warnings.push(JobFileMessage {
+            file,
+            message: message.to_string(),
+        });
+    }
+
+    fn embedded(&mut self, texts: usize) {
+        self.job.counts.embedded += texts;
+        self.set_state(JobState::Embedding);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.shutdown.load(Ordering::SeqCst)
+    }
+}
+
+/// The name a front end shows for a stored source: `upload:<name>` for an uploaded one,
+/// else the source id as stored (a path or URI the tenant's own CLI ingested).
+pub fn public_source_id(data_dir: &Path, stored_collection: &str, source_id: &str) -> String {
+    let dir = Jobs::sources_dir(data_dir, stored_collection);
+    for d in [std::fs::canonicalize(&dir).ok(), Some(dir)]
+        .into_iter()
+        .flatten()
+    {
+        let prefix = format!("{}/", d.to_string_lossy());
+        if let Some(rest) = source_id.strip_prefix(&prefix) {
+            return format!("{UPLOAD_SCHEME}{rest}");
+        }
+    }
+    source_id.to_string()
+}

@@ -1,0 +1,262 @@
+//! Documents, sources and ingest jobs: uploads answer 202 with a job the tenant can
+//! follow (`GET /v1/jobs/{id}`, or its events), cancel, and list.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{FromRequest, Multipart, Path, Query, Request, State as AxumState};
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream};
+use neuralcore_app::{Job, Scope, TextDocument, Upload};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::wire::ApiJson;
+use crate::State;
+
+type St = AxumState<Arc<State>>;
+
+/// `POST /v1/collections/{name}/documents` as JSON.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextUpload {
+    /// The texts.
+    pub documents: Vec<TextDocument>,
+}
+
+/// `POST /v1/collections/{name}/documents`: JSON texts (`{"documents": [{"text", "title",
+/// "name", "metadata"}]}`) or `multipart/form-data` files → 202 with the queued job.
+pub async fn upload(
+    AxumState(st): St,
+    caller: Caller,
+    Path(name): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Write)?;
+    let ctype = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let files = if ctype.starts_with("multipart/form-data") {
+        let mp = Multipart::from_request(request, &())
+            .await
+            .map_err(|e| ApiError::invalid(format!("the multipart body is malformed: {e}")))?;
+        read_multipart(mp).await?
+    } else {
+        let ApiJson(body) = ApiJson::<TextUpload>::from_request(request, &()).await?;
+        body.documents
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| d.into_upload(i + 1))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let tenant = caller.tenant().clone();
+    let jobs = st.jobs.clone();
+    let job = st
+        .blocking(move |_| jobs.submit(&tenant, &name, files))
+        .await?;
+    let location = format!("/v1/jobs/{}", job.id);
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location)],
+        Json(job),
+    )
+        .into_response())
+}
+
+/// Every file part of a multipart body (parts without a file name are refused).
+async fn read_multipart(mut mp: Multipart) -> Result<Vec<Upload>, ApiError> {
+    let mut files = Vec::new();
+    while let Some(field) = mp.next_field().await.map_err(multipart_error)? {
+        let Some(name) = field.file_name().map(str::to_string) else {
+            return Err(ApiError::invalid(format!(
+                "part {:?} has no file name: send files as `filename=` parts",
+                field.name().unwrap_or("")
+            )));
+        };
+        // Checked before the bytes are read: a bad name costs nothing.
+        neuralcore_app::jobs::check_upload_name(&name)?;
+        let bytes = field.bytes().await.map_err(multipart_error)?;
+        files.push(Upload {
+            name,
+            bytes: bytes.to_vec(),
+        });
+    }
+    Ok(files)
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "the upload is larger than this server accepts",
+        )
+    } else {
+        ApiError::invalid(format!(
+            "the multipart body is malformed: {}",
+            e.body_text()
+        ))
+    }
+}
+
+/// `GET /v1/collections/{name}/sources`.
+pub async fn list_sources(
+    AxumState(st): St,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = caller.tenant().clone();
+    let sources = st.blocking(move |app| app.sources(&tenant, &name)).await?;
+    Ok(Json(json!({ "sources": sources })))
+}
+
+/// `?id=` of a source.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceQuery {
+    /// The source's id as `sources` lists it.
+    pub id: String,
+}
+
+/// `DELETE /v1/collections/{name}/sources?id=…`: a source and the documents only it held.
+pub async fn delete_source(
+    AxumState(st): St,
+    caller: Caller,
+    Path(name): Path<String>,
+    Query(q): Query<SourceQuery>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Scope::Write)?;
+    let tenant = caller.tenant().clone();
+    let summary = st
+        .blocking(move |app| app.remove_source(&tenant, &name, &q.id))
+        .await?;
+    Ok(Json(json!(summary)))
+}
+
+/// `GET /v1/collections/{name}/documents/{id}`.
+pub async fn get_document(
+    AxumState(st): St,
+    caller: Caller,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let tenant = caller.tenant().clone();
+    let doc = st
+        .blocking(move |app| app.document(&tenant, &name, &id))
+        .await?;
+    Ok(Json(doc).into_response())
+}
+
+/// `GET /v1/collections/{name}/documents/{id}/chunks/{ordinal}`.
+pub async fn get_chunk(
+    AxumState(st): St,
+    caller: Caller,
+    Path((name, id, ordinal)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let ordinal: u32 = ordinal
+        .parse()
+        .map_err(|_| ApiError::invalid(format!("chunk {ordinal:?} is not a number")))?;
+    let tenant = caller.tenant().clone();
+    let chunk = st
+        .blocking(move |app| app.chunk(&tenant, &name, &id, ordinal))
+        .await?;
+    Ok(Json(chunk).into_response())
+}
+
+/// `GET /v1/jobs`: the tenant's latest jobs.
+pub async fn list_jobs(AxumState(st): St, caller: Caller) -> Result<Json<Value>, ApiError> {
+    let tenant = caller.tenant().clone();
+    let jobs = st.jobs.clone();
+    let list = st.blocking(move |_| jobs.list(&tenant, 100)).await?;
+    Ok(Json(json!({ "jobs": list })))
+}
+
+/// `GET /v1/jobs/{id}`.
+pub async fn get_job(
+    AxumState(st): St,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Job>, ApiError> {
+    let tenant = caller.tenant().clone();
+    let jobs = st.jobs.clone();
+    Ok(Json(st.blocking(move |_| jobs.get(&tenant, &id)).await?))
+}
+
+/// `DELETE /v1/jobs/{id}`: cancel (a finished job is returned as it is).
+pub async fn cancel_job(
+    AxumState(st): St,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Job>, ApiError> {
+    caller.require(Scope::Write)?;
+    let tenant = caller.tenant().clone();
+    let jobs = st.jobs.clone();
+    Ok(Json(st.blocking(move |_| jobs.cancel(&tenant, &id)).await?))
+}
+
+/// `GET /v1/jobs/{id}/events`: the job as server-sent `job` events whenever it changes,
+/// ending with `done` once it is over.
+pub async fn job_events(
+    AxumState(st): St,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let tenant = caller.tenant().clone();
+    let jobs = st.jobs.clone();
+    // The first read answers 404 for another tenant's job before the stream starts.
+    let first = {
+        let (jobs, tenant, id) = (jobs.clone(), tenant.clone(), id.clone());
+        st.blocking(move |_| jobs.get(&tenant, &id)).await?
+    };
+    Ok(Sse::new(job_stream(jobs, tenant, id, first))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
+}
+
+fn job_stream(
+    jobs: Arc<neuralcore_app::Jobs>,
+    tenant: neuralcore_app::Tenant,
+    id: String,
+    first: Job,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    // (a job read and not yet sent, the last one sent, whether `done` went out)
+    stream::unfold(
+        (Some(first), None::<Job>, false),
+        move |(pending, last, finished)| {
+            let (jobs, tenant, id) = (jobs.clone(), tenant.clone(), id.clone());
+            async move {
+                if finished {
+                    return None;
+                }
+                let mut pending = pending;
+                loop {
+                    if let Some(job) = pending.take() {
+                        if last.as_ref() != Some(&job) {
+                            let data = serde_json::to_string(&job).unwrap_or_default();
+                            let ev = SseEvent::default().event("job").data(data);
+                            return Some((Ok(ev), (None, Some(job), false)));
+                        }
+                    }
+                    if last.as_ref().is_some_and(|j| j.state.is_terminal()) {
+                        let ev = SseEvent::default().event("done").data("{}");
+                        return Some((Ok(ev), (None, last, true)));
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let (j, t, i) = (jobs.clone(), tenant.clone(), id.clone());
+                    match tokio::task::spawn_blocking(move || j.get(&t, &i)).await {
+                        Ok(Ok(job)) => pending = Some(job),
+                        _ => return None,
+                    }
+                }
+            }
+        },
+    )
+}
