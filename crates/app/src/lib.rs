@@ -255,6 +255,55 @@ impl App {
     }
 }
 
+impl App {
+    /// [`App::ask`] as the next turn of a conversation the caller holds (an OpenAI-style
+    /// message list): the earlier turns, `(question, answer)` oldest first, are the
+    /// session the loop reads for follow-ups, for this call only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ask_in_conversation(
+        &self,
+        tenant: &Tenant,
+        run_id: &str,
+        question: &str,
+        history: &[(String, String)],
+        opts: &AskOptions,
+        recall: bool,
+        on_delta: Option<neuralcore_agents::tool::OnDelta>,
+    ) -> Result<AskReport, AppError> {
+        if history.is_empty() {
+            return self.ask(tenant, run_id, question, opts, recall, on_delta);
+        }
+        use sha2::Digest;
+        let digest =
+            sha2::Sha256::digest(serde_json::to_vec(&(run_id, history)).unwrap_or_default());
+        let sid: String = std::iter::once("chat-".to_string())
+            .chain(digest[..8].iter().map(|b| format!("{b:02x}")))
+            .collect();
+        let key = neuralcore_agents::consciousness::session_key(&tenant.run_id(&sid))?;
+        let session = neuralcore_agents::consciousness::Session {
+            turns: history
+                .iter()
+                .map(|(q, a)| {
+                    serde_json::json!({"question": q, "answer": a, "abstained": false, "method": "client", "run_id": ""})
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let mind = self.mind().global();
+        // A TTL in case this process dies before it deletes the session below.
+        let ttl = Some(std::time::Duration::from_secs(3600));
+        mind.write(&key, serde_json::json!(session), "app", ttl)?;
+        let opts = AskOptions {
+            session: Some(sid),
+            ..opts.clone()
+        };
+        let report = self.ask(tenant, run_id, question, &opts, recall, on_delta);
+        // The conversation lives with the caller: nothing of it stays here.
+        let _ = mind.delete(&key);
+        report
+    }
+}
+
 /// Search one of the tenant's collections of `engine` (what [`App::search`] does, for a
 /// front end that opened only the engine).
 pub fn search(

@@ -1314,3 +1314,43 @@ fn a_server_killed_during_an_ingest_job_resumes_it_on_restart() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// The Python with the real clients (`scripts/clients.sh`), or `None` when the suite
+/// runs without them (the test then says it was skipped).
+fn client_python() -> Option<String> {
+    let p = std::env::var("NEURALCORE_TEST_PYTHON").ok();
+    if p.is_none() {
+        eprintln!("skipped: NEURALCORE_TEST_PYTHON is not set (scripts/test.sh sets it)");
+    }
+    p
+}
+
+#[test]
+fn the_openai_python_client_and_acai_requests_work_against_the_server() {
+    let Some(python) = client_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = run_with_model(&data, &["ingest", examples().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut server, base) = start_server(&data);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/openai_and_acai.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(&base)
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

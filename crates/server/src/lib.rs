@@ -13,6 +13,7 @@
 //! The routes and their shapes are in `docs/api.md`.
 
 pub mod auth;
+pub mod compat;
 mod documents;
 pub mod error;
 mod routes;
@@ -131,6 +132,11 @@ pub fn check_bind(addr: &SocketAddr, requires_keys: bool) -> Result<(), String> 
 pub fn router(state: Arc<State>) -> Router {
     let max_body = state.opts.max_body_bytes;
     Router::new()
+        .route("/", get(compat::acai_root))
+        .route("/health", get(compat::acai_health))
+        .route("/api/chat", post(compat::acai_chat))
+        .route("/v1/models", get(compat::models))
+        .route("/v1/chat/completions", post(compat::chat_completions))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route(
