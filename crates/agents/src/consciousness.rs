@@ -66,7 +66,7 @@ pub struct AskOptions {
 }
 
 /// A trust signal the loop sent to a recalled memory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct MemorySignal {
     /// Memory id.
     pub id: String,
@@ -287,7 +287,7 @@ pub fn session_key(id: &str) -> Result<String, AgentError> {
 }
 
 /// One stage of one iteration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StageTrace {
     /// The role.
     pub stage: String,
@@ -300,7 +300,7 @@ pub struct StageTrace {
 }
 
 /// One iteration of the loop.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct IterationTrace {
     /// From 1.
     pub n: u32,
@@ -321,7 +321,7 @@ pub struct IterationTrace {
 }
 
 /// A citation as `ask` reports it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CitationOut {
     /// The number in the answer text.
     pub n: usize,
@@ -346,7 +346,7 @@ pub struct CitationOut {
 }
 
 /// LLM use.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct Cost {
     /// LLM tokens (prompt + completion).
     pub tokens: u64,
@@ -355,7 +355,7 @@ pub struct Cost {
 }
 
 /// Budgets and their use.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct BudgetUse {
     /// Iterations allowed.
     pub max_iterations: u32,
@@ -376,7 +376,7 @@ pub struct BudgetUse {
 }
 
 /// Everything `ask` reports (the `--json` schema, see `docs/ask-json.md`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AskReport {
     /// [`SCHEMA`].
     pub schema: &'static str,

@@ -20,7 +20,7 @@ use neuralcore_engine::{Engine, EngineError};
 use serde::{Deserialize, Serialize};
 
 /// What the grader (and then verification) decided about a chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Verdict {
     /// Relevant and answer-bearing: kept.
@@ -43,7 +43,7 @@ impl Verdict {
 }
 
 /// A graded chunk.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Graded {
     /// Document id (16 hex digits).
     pub doc: String,
@@ -104,7 +104,7 @@ pub struct Citation {
 }
 
 /// One sentence of an answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AnswerSentence {
     /// The text (without citation markers).
     pub text: String,
@@ -677,7 +677,7 @@ pub struct Recalled {
 }
 
 /// The loop's decision to retrieve or not (`<ns>.decision`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Decision {
     /// Retrieve?
     pub retrieve: bool,
@@ -691,7 +691,7 @@ pub struct Decision {
 }
 
 /// What the planner made of the question (`<ns>.plan`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Plan {
     /// factual, comparison, multi-hop, summary, procedural, chit-chat.
     pub task: String,
@@ -708,7 +708,7 @@ pub struct Plan {
 }
 
 /// What reflection found (`<ns>.report`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Reflection {
     /// Share of the question's aspects the kept evidence covers, in [0, 1].
     pub completeness: f32,

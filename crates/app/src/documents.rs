@@ -13,7 +13,7 @@ use crate::{require_collection, App, AppError, Tenant};
 pub const DOCUMENTS_SCHEMA: &str = "neuralcore.documents/v1";
 
 /// A source of a collection and the documents it produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SourceInfo {
     /// `upload:<name>` for an uploaded file, else the path or URI it was ingested from.
     pub id: String,
@@ -30,7 +30,7 @@ pub struct SourceInfo {
 }
 
 /// A document with its provenance and chunk count.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct DocumentInfo {
     /// `neuralcore.documents/v1`.
     pub schema: &'static str,
@@ -42,7 +42,7 @@ pub struct DocumentInfo {
 }
 
 /// A chunk with where it sits in its document.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ChunkInfo {
     /// `neuralcore.documents/v1`.
     pub schema: &'static str,

@@ -30,11 +30,15 @@ pub const JOB_SCHEMA: &str = "neuralcore.job/v1";
 pub const MAX_ATTEMPTS: u32 = 3;
 /// Files one job may hold.
 pub const MAX_FILES: usize = 1000;
+/// Longest name of a text document (its `.json` source fits the 200 bytes of a file name).
+pub const MAX_TEXT_NAME_CHARS: usize = 48;
 /// How uploaded sources are named in every answer: `upload:<name>`.
 pub const UPLOAD_SCHEME: &str = "upload:";
 
 /// Where a job is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Waiting for the worker.
@@ -64,7 +68,7 @@ impl JobState {
 }
 
 /// Counts of a job.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobCounts {
     /// Files in the job.
     pub files: usize,
@@ -85,7 +89,7 @@ pub struct JobCounts {
 }
 
 /// A message about one file of a job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobFileMessage {
     /// The file's name as uploaded.
     pub file: String,
@@ -94,7 +98,7 @@ pub struct JobFileMessage {
 }
 
 /// An ingest job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Job {
     /// `neuralcore.job/v1`.
     #[serde(default = "job_schema")]
@@ -141,16 +145,22 @@ pub struct Upload {
 }
 
 /// A text to ingest, with a title and metadata (what `POST …/documents` takes as JSON).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextDocument {
     /// The source's name (`<name>.json` is stored; default `text-<n>`).
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 48,
+        pattern = "^[^./\\\\\\u0000-\\u001f\\u007f-\\u009f][^/\\\\\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
     /// A title.
     #[serde(default)]
     pub title: Option<String>,
     /// The text.
+    #[schema(min_length = 1, pattern = "\\S")]
     pub text: String,
     /// Metadata kept with the document (and shown with its hits).
     #[serde(default)]
@@ -165,6 +175,11 @@ impl TextDocument {
             return Err(AppError::InvalidInput(format!("document {n} has no text")));
         }
         let mut name = self.name.unwrap_or_else(|| format!("text-{n}"));
+        if name.chars().count() > MAX_TEXT_NAME_CHARS {
+            return Err(AppError::InvalidInput(format!(
+                "document {n}'s name is longer than {MAX_TEXT_NAME_CHARS} characters"
+            )));
+        }
         if !name.ends_with(".json") {
             name.push_str(".json");
         }
@@ -637,15 +652,35 @@ impl Jobs {
                     .collect(),
                 done: Vec::new(),
             };
-            let summary = app.ingest(&tenant, &paths, &collection, &mut obs);
+            // In groups of about GROUP_BYTES, each its own commit: the store's write lock
+            // (which every other write of the server waits for) is held for one group's
+            // embedding, not the whole job's, and a cancel lands between groups too.
+            let mut stopped = false;
+            let mut result = Ok(());
+            for group in groups(&paths, GROUP_BYTES) {
+                match app.ingest(&tenant, group, &collection, &mut obs) {
+                    Ok(summary) if summary.cancelled => {
+                        stopped = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                if neuralcore_engine::IngestObserver::cancelled(&obs) {
+                    stopped = true;
+                    break;
+                }
+            }
             let done = std::mem::take(&mut obs.done);
             drop(obs);
-            let summary = summary?;
-            Ok((summary, paths, done))
+            result?;
+            Ok((stopped, paths, done))
         })();
         match outcome {
-            Ok((summary, paths, done)) => {
-                let stopped = summary.cancelled;
+            Ok((stopped, paths, done)) => {
                 if stopped && !job.cancel_requested && self.shutdown.load(Ordering::SeqCst) {
                     // Shutting down: back in the queue; the next start resumes it. The
                     // files not yet read go back to the staging folder.
@@ -676,6 +711,28 @@ impl Jobs {
         job.updated_ms = now_ms();
         self.put(&job)
     }
+}
+
+/// Raw bytes of files one commit of a job takes (a file larger than this is a group of its
+/// own).
+const GROUP_BYTES: u64 = 128 * 1024;
+
+/// `paths` in runs of about `max` bytes each (by file size), in order.
+fn groups(paths: &[PathBuf], max: u64) -> Vec<&[PathBuf]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, p) in paths.iter().enumerate() {
+        let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        if i > start && bytes + size > max {
+            out.push(&paths[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < paths.len() {
+        out.push(&paths[start..]);
+    }
+    out
 }
 
 /// Move the files not yet read back to the staging folder.
@@ -822,4 +879,48 @@ pub fn public_source_id(data_dir: &Path, stored_collection: &str, source_id: &st
         }
     }
     source_id.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_grouped_by_size_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sizes = [10usize, 50, 30, 200, 5, 5];
+        let paths: Vec<PathBuf> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let p = tmp.path().join(format!("f{i}.txt"));
+                std::fs::write(&p, vec![b'x'; *n]).unwrap();
+                p
+            })
+            .collect();
+        let g: Vec<usize> = groups(&paths, 64).iter().map(|g| g.len()).collect();
+        // 10+50 | 30 (+200 is over) | 200 alone | 5+5
+        assert_eq!(g, [2, 1, 1, 2]);
+        assert_eq!(groups(&paths, 64).concat(), paths);
+        assert!(groups(&[], 64).is_empty());
+    }
+
+    #[test]
+    fn upload_names_are_plain_with_a_loader() {
+        for ok in ["a.md", "notes 2.txt", "Ünïcode.json", "x.y.csv"] {
+            assert!(check_upload_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "../a.md",
+            "a/b.md",
+            "a\\b.md",
+            ".env.md",
+            "a.exe",
+            "a\u{7}.md",
+        ] {
+            assert!(check_upload_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_upload_name(&format!("{}.md", "a".repeat(200))).is_err());
+    }
 }

@@ -29,7 +29,7 @@ use neuralcore_core::CollectionInfo;
 use neuralcore_engine::{Config, Engine, MemoryBackendKind, MindBackend};
 use neuralcore_memory::{MemoryBackend, MemorySearcher, MemoryStore};
 use neuralcore_mind::{Mind, MindConfig};
-pub use search::{Hit, SearchRequest, SearchResponse, SEARCH_SCHEMA};
+pub use search::{de_opt_uint, Hit, SearchRequest, SearchResponse, SEARCH_SCHEMA};
 pub use tenant::{Tenant, DEFAULT_TENANT};
 
 /// How [`App::open`] builds the parts the config does not decide.

@@ -9,23 +9,55 @@ use serde::{Deserialize, Serialize};
 pub const SEARCH_SCHEMA: &str = "neuralcore.search/v1";
 
 /// A search.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     /// The query.
+    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
     pub query: String,
     /// The collection (default `default`).
     #[serde(default = "default_collection")]
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+    )]
     pub collection: String,
     /// keyword, vector or hybrid (default: `search.mode`).
     #[serde(default)]
     pub mode: Option<SearchMode>,
     /// Chunks to return (default: `search.k`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_uint")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub k: Option<usize>,
     /// Rerank the first N with the cross-encoder (default: `rerank.top_n`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_uint")]
+    #[schema(maximum = 1000)]
     pub rerank: Option<usize>,
+}
+
+/// An optional whole number that JSON may spell `12` or `12.0` (JSON Schema's `integer`
+/// allows both; serde alone takes only the first).
+pub fn de_opt_uint<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    use serde::de::Error;
+    let Some(v) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let n = v
+        .as_u64()
+        .or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| D::Error::custom(format!("{v} is not a whole number ≥ 0")))?;
+    T::try_from(n)
+        .map(Some)
+        .map_err(|_| D::Error::custom(format!("{n} is too large")))
 }
 
 fn default_collection() -> String {
@@ -46,7 +78,7 @@ impl SearchRequest {
 }
 
 /// Ranked chunks with their provenance.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SearchResponse {
     /// [`SEARCH_SCHEMA`].
     pub schema: &'static str,
@@ -65,7 +97,7 @@ pub struct SearchResponse {
 }
 
 /// One ranked chunk.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Hit {
     /// 1-based rank.
     pub rank: usize,

@@ -1225,12 +1225,18 @@ fn instruction_set_override() {
 
 /// `neuralcore serve` on a free loopback port; its address.
 fn start_server(data: &Path) -> (std::process::Child, String) {
+    start_server_with(data, &[])
+}
+
+/// `neuralcore serve` with more arguments.
+fn start_server_with(data: &Path, args: &[&str]) -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = bin()
         .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
         .arg("--data-dir")
         .arg(data)
         .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -1353,4 +1359,56 @@ fn the_openai_python_client_and_acai_requests_work_against_the_server() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document() {
+    let Some(python) = client_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = run_with_model(&data, &["ingest", examples().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // With a key, so schemathesis also checks that bad and missing keys are refused.
+    let key = json(&run(
+        &data,
+        &["--json", "keys", "create", "--scope", "admin"],
+    ))["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (mut server, base) = start_server_with(&data, &["--rate-per-minute", "0"]);
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let st = Path::new(&python).with_file_name("schemathesis");
+    let out = Command::new(st)
+        .env("NEURALCORE_KEY", &key)
+        .args(["--no-color", "--config-file"])
+        .arg(clients.join("schemathesis.toml"))
+        .args(["run", &format!("{base}/openapi.json")])
+        // A fixed seed: the same cases on every run, so CI is reproducible; the closing
+        // notes report longer random runs.
+        .args([
+            "--max-examples",
+            "25",
+            "--workers",
+            "2",
+            "--seed",
+            "20261201",
+        ])
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("Tested: 22"), "{report}");
 }

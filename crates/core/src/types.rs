@@ -88,7 +88,7 @@ pub fn validate_stored_collection(name: &str) -> Result<(), String> {
 }
 
 /// Where a source comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceType {
     /// A file on the local file system.
@@ -99,7 +99,7 @@ pub enum SourceType {
 
 /// Where one document came from. A document with identical content found in two places
 /// keeps one provenance per place.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Provenance {
     /// Id of the source (the canonical path of a file, or its URI).
     pub source_id: String,
@@ -127,7 +127,7 @@ pub struct Provenance {
 }
 
 /// A stored document: its content hash, title, metadata, chunk count and provenances.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DocumentRecord {
     /// Key (see [`doc_key`]).
     pub key: DocKey,
@@ -160,7 +160,7 @@ impl DocumentRecord {
 }
 
 /// One chunk of a document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Chunk {
     /// Document it belongs to.
     pub doc: DocKey,
@@ -184,7 +184,7 @@ impl Chunk {
 }
 
 /// A source (file or URI) and the documents it produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SourceRecord {
     /// Collection.
     pub collection: String,
@@ -210,7 +210,7 @@ pub struct SourceRecord {
 }
 
 /// Counts and settings of a collection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 pub struct CollectionInfo {
     /// Name.
     pub name: String,

@@ -406,7 +406,7 @@ impl Default for EmbeddingConfig {
 pub type VectorConfig = neuralcore_index::HnswParams;
 
 /// How results are found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
     /// BM25 only.

@@ -118,7 +118,7 @@ pub struct IngestSummary {
 }
 
 /// The result of `rm`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RemoveSummary {
     /// Sources removed.
     pub sources: Vec<String>,

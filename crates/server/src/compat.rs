@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
 use neuralcore_app::{new_run_id, AppError, AskOptions, AskReport, Cancel, Scope};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::auth::Caller;
@@ -79,20 +79,48 @@ impl From<AppError> for OpenAiError {
     }
 }
 
+/// An OpenAI-style error body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OpenAiErrorBody {
+    /// The error.
+    pub error: OpenAiErrorDetail,
+}
+
+/// What went wrong, as OpenAI's clients read it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OpenAiErrorDetail {
+    /// For people.
+    pub message: String,
+    /// `invalid_request_error`, `authentication_error`, `not_found_error`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The parameter at fault (always null here).
+    pub param: Option<String>,
+    /// `model_not_found`, or null.
+    pub code: Option<String>,
+}
+
+impl OpenAiError {
+    fn body(&self) -> OpenAiErrorBody {
+        OpenAiErrorBody {
+            error: OpenAiErrorDetail {
+                message: self.message.clone(),
+                kind: self.kind.into(),
+                param: None,
+                code: self.code.map(str::to_string),
+            },
+        }
+    }
+}
+
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {
-            "message": self.message,
-            "type": self.kind,
-            "param": Value::Null,
-            "code": self.code,
-        }});
-        (self.status, Json(body)).into_response()
+        (self.status, Json(self.body())).into_response()
     }
 }
 
 /// A chat message; `content` is a string or a list of parts (`{"type": "text", "text"}`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant`, `tool`, ...
     pub role: String,
@@ -129,11 +157,12 @@ impl ChatMessage {
 
 /// `POST /v1/chat/completions`. Fields OpenAI defines that do not apply here
 /// (`temperature`, `max_tokens`, `n`, ...) are accepted and ignored.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct ChatRequest {
     /// `neuralcore` or `neuralcore/<collection>`.
     pub model: String,
     /// The conversation; the last one must be the user's.
+    #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
     /// Stream chunks as server-sent events.
     #[serde(default)]
@@ -167,23 +196,106 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// `GET /v1/models`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ModelList {
+    /// `list`.
+    pub object: &'static str,
+    /// The models.
+    pub data: Vec<ModelCard>,
+}
+
+/// A model: `neuralcore` (the default collection) or `neuralcore/<collection>`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ModelCard {
+    /// The name to pass as `model`.
+    pub id: String,
+    /// `model`.
+    pub object: &'static str,
+    /// 0.
+    pub created: u64,
+    /// `neuralcore`.
+    pub owned_by: &'static str,
+}
+
 /// `GET /v1/models`: `neuralcore` and one `neuralcore/<collection>` per collection of the
 /// caller's tenant.
+#[utoipa::path(get, path = "/v1/models", tag = "openai",
+    responses((status = 200, description = "The models (collections) the key can ask", body = ModelList)))]
 pub async fn models(
     AxumState(st): St,
     caller: Result<Caller, ApiError>,
-) -> Result<Json<Value>, OpenAiError> {
+) -> Result<Json<ModelList>, OpenAiError> {
     let caller = caller?;
     let tenant = caller.tenant().clone();
     let cols = st.blocking(move |app| app.collections(&tenant)).await?;
-    let model =
-        |id: String| json!({"id": id, "object": "model", "created": 0, "owned_by": "neuralcore"});
+    let model = |id: String| ModelCard {
+        id,
+        object: "model",
+        created: 0,
+        owned_by: "neuralcore",
+    };
     let mut data = vec![model(MODEL.into())];
     data.extend(
         cols.into_iter()
             .map(|c| model(format!("{MODEL}/{}", c.name))),
     );
-    Ok(Json(json!({"object": "list", "data": data})))
+    Ok(Json(ModelList {
+        object: "list",
+        data,
+    }))
+}
+
+/// `POST /v1/chat/completions` without `stream`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChatCompletion {
+    /// `chatcmpl-<run id>`.
+    pub id: String,
+    /// `chat.completion`.
+    pub object: &'static str,
+    /// Seconds since 1970.
+    pub created: u64,
+    /// The model asked.
+    pub model: String,
+    /// One choice.
+    pub choices: Vec<ChatChoice>,
+    /// Tokens of the question and of the reply.
+    pub usage: Usage,
+    /// The full ask report (`neuralcore.ask/v1`).
+    pub neuralcore: AskReport,
+}
+
+/// The reply.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChatChoice {
+    /// 0.
+    pub index: u32,
+    /// The cited answer or the abstention.
+    pub message: AssistantMessage,
+    /// `stop`.
+    pub finish_reason: &'static str,
+    /// Always null.
+    pub logprobs: Option<String>,
+}
+
+/// The assistant's message.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AssistantMessage {
+    /// `assistant`.
+    pub role: &'static str,
+    /// The text.
+    pub content: String,
+}
+
+/// Token counts (neuralcore's own tokenizer's).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Usage {
+    /// Of the question.
+    pub prompt_tokens: usize,
+    /// Of the reply.
+    pub completion_tokens: usize,
+    /// Both.
+    pub total_tokens: usize,
 }
 
 /// The question and the earlier turns of an OpenAI message list.
@@ -244,10 +356,14 @@ pub fn cited_answer(r: &AskReport) -> String {
     out
 }
 
-fn usage(question: &str, content: &str) -> Value {
+fn usage(question: &str, content: &str) -> Usage {
     let p = neuralcore_core::text::count_tokens(question);
     let c = neuralcore_core::text::count_tokens(content);
-    json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c})
+    Usage {
+        prompt_tokens: p,
+        completion_tokens: c,
+        total_tokens: p + c,
+    }
 }
 
 /// Cancels its run when dropped (the client went away).
@@ -260,6 +376,9 @@ impl Drop for CancelOnDrop {
 }
 
 /// `POST /v1/chat/completions`.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "openai", request_body = ChatRequest,
+    responses((status = 200, description = "The cited answer as a chat completion; with `stream: true`, `chat.completion.chunk` server-sent events ending in `[DONE]`",
+        content((ChatCompletion = "application/json"), (crate::wire::SseEventDoc = "text/event-stream")))))]
 pub async fn chat_completions(
     AxumState(st): St,
     caller: Result<Caller, ApiError>,
@@ -304,20 +423,23 @@ pub async fn chat_completions(
         let report = work.await?;
         drop(guard);
         let content = cited_answer(&report);
-        return Ok(Json(json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": now_secs(),
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-                "logprobs": Value::Null,
+        return Ok(Json(ChatCompletion {
+            id,
+            object: "chat.completion",
+            created: now_secs(),
+            model,
+            choices: vec![ChatChoice {
+                index: 0,
+                message: AssistantMessage {
+                    role: "assistant",
+                    content: content.clone(),
+                },
+                finish_reason: "stop",
+                logprobs: None,
             }],
-            "usage": usage(&question, &content),
-            "neuralcore": report,
-        }))
+            usage: usage(&question, &content),
+            neuralcore: report,
+        })
         .into_response());
     }
     // Streamed: the role at once, then the checked answer when the loop has it (a draft
@@ -363,9 +485,7 @@ pub async fn chat_completions(
             }
             Err(e) => {
                 let e = OpenAiError::from(e);
-                let _ = tx
-                    .send(json!({"error": {"message": e.message, "type": e.kind, "param": Value::Null, "code": e.code}}))
-                    .await;
+                let _ = tx.send(json!(e.body())).await;
             }
         }
     });
@@ -391,19 +511,79 @@ fn openai_stream(
 }
 
 /// `POST /api/chat`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 pub struct AcaiRequest {
     /// 1 to 10,000 characters.
+    #[schema(min_length = 1, max_length = 10000, pattern = "\\S")]
     pub message: String,
+}
+
+/// ACAI's chat answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AcaiResponse {
+    /// true.
+    pub success: bool,
+    /// The cited answer or the abstention.
+    pub response: String,
+    /// The LLM's model, or `neuralcore-extractive` without one.
+    pub model: String,
+    /// `rag` when evidence was retrieved, else `direct`.
+    pub mode: &'static str,
+    /// The loop's plan.
+    pub plan: AcaiPlan,
+    /// What was retrieved.
+    pub retrieval: AcaiRetrieval,
+}
+
+/// The plan, in ACAI's terms.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AcaiPlan {
+    /// factual, comparison, multi-hop, summary, procedural, chit-chat.
+    pub task_type: String,
+    /// low, medium, high.
+    pub complexity: String,
+    /// The loop's stages that ran, in order.
+    pub steps: Vec<String>,
+}
+
+/// Retrieval, in ACAI's terms.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AcaiRetrieval {
+    /// Whether the loop retrieved.
+    pub used: bool,
+    /// The cited passages.
+    pub context: Vec<String>,
+}
+
+/// `GET /` (ACAI).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AcaiRoot {
+    /// `neuralcore`.
+    pub name: &'static str,
+    /// The server's version.
+    pub version: &'static str,
+    /// `online`.
+    pub status: &'static str,
+}
+
+/// `GET /health` (ACAI).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct AcaiHealth {
+    /// `healthy`.
+    pub status: &'static str,
+    /// `NEURALCORE_ENVIRONMENT`, default `production`.
+    pub environment: String,
 }
 
 /// `POST /api/chat` (ACAI): `{success, response, model, mode, plan: {task_type,
 /// complexity, steps}, retrieval: {used, context}}` over the default collection.
+#[utoipa::path(post, path = "/api/chat", tag = "acai", request_body = AcaiRequest,
+    responses((status = 200, description = "The answer with the plan and the retrieval", body = AcaiResponse)))]
 pub async fn acai_chat(
     AxumState(st): St,
     caller: Caller,
     ApiJson(req): ApiJson<AcaiRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AcaiResponse>, ApiError> {
     let n = req.message.chars().count();
     if n == 0 || n > ACAI_MAX_CHARS || req.message.trim().is_empty() {
         return Err(ApiError::invalid(format!(
@@ -455,31 +635,46 @@ pub async fn acai_chat(
     } else {
         "neuralcore-extractive".to_string()
     };
-    Ok(Json(json!({
-        "success": true,
-        "response": cited_answer(&report),
-        "model": model,
-        "mode": if used { "rag" } else { "direct" },
-        "plan": {
-            "task_type": plan.map(|p| p.task.clone()).unwrap_or_else(|| "factual".into()),
-            "complexity": plan.map(|p| p.complexity.clone()).unwrap_or_else(|| "low".into()),
-            "steps": steps,
+    Ok(Json(AcaiResponse {
+        success: true,
+        response: cited_answer(&report),
+        model,
+        mode: if used { "rag" } else { "direct" },
+        plan: AcaiPlan {
+            task_type: plan
+                .map(|p| p.task.clone())
+                .unwrap_or_else(|| "factual".into()),
+            complexity: plan
+                .map(|p| p.complexity.clone())
+                .unwrap_or_else(|| "low".into()),
+            steps,
         },
-        "retrieval": {
-            "used": used,
-            "context": report.citations.iter().map(|c| c.text.clone()).collect::<Vec<_>>(),
+        retrieval: AcaiRetrieval {
+            used,
+            context: report.citations.iter().map(|c| c.text.clone()).collect(),
         },
-    })))
+    }))
 }
 
 /// `GET /` (ACAI).
-pub async fn acai_root() -> Json<Value> {
-    Json(json!({"name": "neuralcore", "version": env!("CARGO_PKG_VERSION"), "status": "online"}))
+#[utoipa::path(get, path = "/", tag = "acai", security(()),
+    responses((status = 200, description = "The server is online", body = AcaiRoot)))]
+pub async fn acai_root() -> Json<AcaiRoot> {
+    Json(AcaiRoot {
+        name: "neuralcore",
+        version: env!("CARGO_PKG_VERSION"),
+        status: "online",
+    })
 }
 
 /// `GET /health` (ACAI).
-pub async fn acai_health() -> Json<Value> {
+#[utoipa::path(get, path = "/health", tag = "acai", security(()),
+    responses((status = 200, description = "The server is healthy", body = AcaiHealth)))]
+pub async fn acai_health() -> Json<AcaiHealth> {
     let environment =
         std::env::var("NEURALCORE_ENVIRONMENT").unwrap_or_else(|_| "production".into());
-    Json(json!({"status": "healthy", "environment": environment}))
+    Json(AcaiHealth {
+        status: "healthy",
+        environment,
+    })
 }

@@ -13,25 +13,42 @@ use axum::Json;
 use futures_util::stream::{self, Stream};
 use neuralcore_app::{Job, Scope, TextDocument, Upload};
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::wire::ApiJson;
+use crate::wire::{
+    ApiJson, ChunkPath, CollectionPath, DocumentPath, JobList, JobPath, SourceList, SseEventDoc,
+};
 use crate::State;
 
 type St = AxumState<Arc<State>>;
 
 /// `POST /v1/collections/{name}/documents` as JSON.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextUpload {
     /// The texts.
+    #[schema(min_items = 1, max_items = 1000)]
     pub documents: Vec<TextDocument>,
+}
+
+/// A multipart upload, as the OpenAPI document shows it: one or more file parts.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct FileUpload {
+    /// A file (its part's `filename` is the source's name).
+    #[schema(value_type = Vec<String>, format = Binary)]
+    file: Vec<Vec<u8>>,
 }
 
 /// `POST /v1/collections/{name}/documents`: JSON texts (`{"documents": [{"text", "title",
 /// "name", "metadata"}]}`) or `multipart/form-data` files → 202 with the queued job.
+#[utoipa::path(post, path = "/v1/collections/{name}/documents", tag = "documents",
+    params(CollectionPath),
+    request_body(content((TextUpload = "application/json"), (FileUpload = "multipart/form-data"))),
+    responses((status = 202, description = "Queued: the job (neuralcore.job/v1)", body = Job,
+        headers(("location" = String, description = "/v1/jobs/{id}")))))]
 pub async fn upload(
     AxumState(st): St,
     caller: Caller,
@@ -109,40 +126,51 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 }
 
 /// `GET /v1/collections/{name}/sources`.
+#[utoipa::path(get, path = "/v1/collections/{name}/sources", tag = "documents",
+    params(CollectionPath),
+    responses((status = 200, description = "The collection's sources", body = SourceList)))]
 pub async fn list_sources(
     AxumState(st): St,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SourceList>, ApiError> {
     let tenant = caller.tenant().clone();
     let sources = st.blocking(move |app| app.sources(&tenant, &name)).await?;
-    Ok(Json(json!({ "sources": sources })))
+    Ok(Json(SourceList { sources }))
 }
 
 /// `?id=` of a source.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct SourceQuery {
     /// The source's id as `sources` lists it.
     pub id: String,
 }
 
 /// `DELETE /v1/collections/{name}/sources?id=…`: a source and the documents only it held.
+#[utoipa::path(delete, path = "/v1/collections/{name}/sources", tag = "documents",
+    params(CollectionPath, SourceQuery),
+    responses((status = 200, description = "What was removed", body = neuralcore_engine::RemoveSummary)))]
 pub async fn delete_source(
     AxumState(st): St,
     caller: Caller,
     Path(name): Path<String>,
-    Query(q): Query<SourceQuery>,
-) -> Result<Json<Value>, ApiError> {
+    query: Result<Query<SourceQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<neuralcore_engine::RemoveSummary>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     caller.require(Scope::Write)?;
     let tenant = caller.tenant().clone();
     let summary = st
         .blocking(move |app| app.remove_source(&tenant, &name, &q.id))
         .await?;
-    Ok(Json(json!(summary)))
+    Ok(Json(summary))
 }
 
 /// `GET /v1/collections/{name}/documents/{id}`.
+#[utoipa::path(get, path = "/v1/collections/{name}/documents/{id}", tag = "documents",
+    params(CollectionPath, DocumentPath),
+    responses((status = 200, description = "The document with its provenance", body = neuralcore_app::DocumentInfo)))]
 pub async fn get_document(
     AxumState(st): St,
     caller: Caller,
@@ -156,6 +184,9 @@ pub async fn get_document(
 }
 
 /// `GET /v1/collections/{name}/documents/{id}/chunks/{ordinal}`.
+#[utoipa::path(get, path = "/v1/collections/{name}/documents/{id}/chunks/{ordinal}", tag = "documents",
+    params(CollectionPath, DocumentPath, ChunkPath),
+    responses((status = 200, description = "The chunk with its span and provenance", body = neuralcore_app::ChunkInfo)))]
 pub async fn get_chunk(
     AxumState(st): St,
     caller: Caller,
@@ -172,14 +203,19 @@ pub async fn get_chunk(
 }
 
 /// `GET /v1/jobs`: the tenant's latest jobs.
-pub async fn list_jobs(AxumState(st): St, caller: Caller) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
+    responses((status = 200, description = "The tenant's latest 100 jobs, newest first", body = JobList)))]
+pub async fn list_jobs(AxumState(st): St, caller: Caller) -> Result<Json<JobList>, ApiError> {
     let tenant = caller.tenant().clone();
     let jobs = st.jobs.clone();
     let list = st.blocking(move |_| jobs.list(&tenant, 100)).await?;
-    Ok(Json(json!({ "jobs": list })))
+    Ok(Json(JobList { jobs: list }))
 }
 
 /// `GET /v1/jobs/{id}`.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(JobPath),
+    responses((status = 200, description = "The job", body = Job)))]
 pub async fn get_job(
     AxumState(st): St,
     caller: Caller,
@@ -190,7 +226,10 @@ pub async fn get_job(
     Ok(Json(st.blocking(move |_| jobs.get(&tenant, &id)).await?))
 }
 
-/// `DELETE /v1/jobs/{id}`: cancel (a finished job is returned as it is).
+/// `POST /v1/jobs/{id}/cancel`: cancel (a finished job is returned as it is).
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(JobPath),
+    responses((status = 200, description = "The job, cancelled or cancelling", body = Job)))]
 pub async fn cancel_job(
     AxumState(st): St,
     caller: Caller,
@@ -203,7 +242,11 @@ pub async fn cancel_job(
 }
 
 /// `GET /v1/jobs/{id}/events`: the job as server-sent `job` events whenever it changes,
-/// ending with `done` once it is over.
+/// ending with `done` (the finished job) once it is over.
+#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "jobs",
+    params(JobPath),
+    responses((status = 200, description = "Server-sent `job` events (the job as JSON) whenever it changes, then `done` with the finished job",
+        content_type = "text/event-stream", body = SseEventDoc)))]
 pub async fn job_events(
     AxumState(st): St,
     caller: Caller,
@@ -245,8 +288,9 @@ fn job_stream(
                             return Some((Ok(ev), (None, Some(job), false)));
                         }
                     }
-                    if last.as_ref().is_some_and(|j| j.state.is_terminal()) {
-                        let ev = SseEvent::default().event("done").data("{}");
+                    if let Some(job) = last.as_ref().filter(|j| j.state.is_terminal()) {
+                        let data = serde_json::to_string(job).unwrap_or_default();
+                        let ev = SseEvent::default().event("done").data(data);
                         return Some((Ok(ev), (None, last, true)));
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;

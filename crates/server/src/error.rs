@@ -35,6 +35,20 @@ struct Problem<'a> {
     detail: &'a str,
 }
 
+/// An error (`application/problem+json`, RFC 9457), as the OpenAPI document shows it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ProblemDoc {
+    /// `urn:neuralcore:problem:<kind>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The kind, for people.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong.
+    pub detail: String,
+}
+
 impl ApiError {
     /// A problem of `kind` with `status`.
     pub fn new(status: StatusCode, kind: &'static str, detail: impl Into<String>) -> Self {

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod compat;
 mod documents;
 pub mod error;
+pub mod openapi;
 mod routes;
 pub mod wire;
 
@@ -24,10 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use neuralcore_app::{App, AppError, Jobs, KeyStore};
 use tokio::sync::Semaphore;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
 
@@ -128,49 +131,52 @@ pub fn check_bind(addr: &SocketAddr, requires_keys: bool) -> Result<(), String> 
     }
 }
 
+/// The documented routes: each is registered together with its OpenAPI operation (one
+/// `#[utoipa::path]` per handler), so the document lists every route the server has.
+fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
+    // Uploads have a body limit of their own (the rest keep `max_body_bytes`).
+    let uploads = OpenApiRouter::new()
+        .routes(routes!(documents::upload))
+        .layer(DefaultBodyLimit::max(max_upload_bytes));
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(compat::acai_root))
+        .routes(routes!(compat::acai_health))
+        .routes(routes!(compat::acai_chat))
+        .routes(routes!(compat::models))
+        .routes(routes!(compat::chat_completions))
+        .routes(routes!(routes::healthz))
+        .routes(routes!(routes::readyz))
+        .routes(routes!(routes::list_collections, routes::create_collection))
+        .routes(routes!(routes::get_collection, routes::delete_collection))
+        .merge(uploads)
+        .routes(routes!(documents::get_document))
+        .routes(routes!(documents::get_chunk))
+        .routes(routes!(documents::list_sources, documents::delete_source))
+        .routes(routes!(documents::list_jobs))
+        .routes(routes!(documents::get_job))
+        .routes(routes!(documents::cancel_job))
+        .routes(routes!(documents::job_events))
+        .routes(routes!(routes::search))
+        .routes(routes!(routes::ask))
+}
+
+/// The OpenAPI document of every route (what `GET /openapi.json` serves).
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = api(ServeOptions::default().max_upload_bytes).split_for_parts();
+    openapi::finish(&mut doc);
+    doc
+}
+
 /// The routes over `state`.
 pub fn router(state: Arc<State>) -> Router {
     let max_body = state.opts.max_body_bytes;
-    Router::new()
-        .route("/", get(compat::acai_root))
-        .route("/health", get(compat::acai_health))
-        .route("/api/chat", post(compat::acai_chat))
-        .route("/v1/models", get(compat::models))
-        .route("/v1/chat/completions", post(compat::chat_completions))
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(routes::readyz))
-        .route(
-            "/v1/collections",
-            get(routes::list_collections).post(routes::create_collection),
-        )
-        .route(
-            "/v1/collections/{name}",
-            get(routes::get_collection).delete(routes::delete_collection),
-        )
-        .route(
-            "/v1/collections/{name}/documents",
-            post(documents::upload).layer(DefaultBodyLimit::max(state.opts.max_upload_bytes)),
-        )
-        .route(
-            "/v1/collections/{name}/documents/{id}",
-            get(documents::get_document),
-        )
-        .route(
-            "/v1/collections/{name}/documents/{id}/chunks/{ordinal}",
-            get(documents::get_chunk),
-        )
-        .route(
-            "/v1/collections/{name}/sources",
-            get(documents::list_sources).delete(documents::delete_source),
-        )
-        .route("/v1/jobs", get(documents::list_jobs))
-        .route(
-            "/v1/jobs/{id}",
-            get(documents::get_job).delete(documents::cancel_job),
-        )
-        .route("/v1/jobs/{id}/events", get(documents::job_events))
-        .route("/v1/search", post(routes::search))
-        .route("/v1/ask", post(routes::ask))
+    let (routes, mut doc) = api(state.opts.max_upload_bytes).split_for_parts();
+    openapi::finish(&mut doc);
+    let doc = Arc::new(doc);
+    routes
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/docs", get(openapi::docs_page))
+        .layer(axum::Extension(doc))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))

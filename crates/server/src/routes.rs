@@ -11,29 +11,41 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
-use neuralcore_agents::consciousness::MAX_QUESTION_BYTES;
 use neuralcore_app::{new_run_id, AppError, AskOptions, Cancel, Scope, SearchRequest};
-use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::wire::{ApiJson, AskRequest, CreateCollection, Event, StreamEvent, EVENTS_SCHEMA};
+use crate::wire::{
+    ApiJson, AskRequest, CollectionList, CollectionPath, CreateCollection, Event, Health, Ready,
+    ReadyChecks, SseEventDoc, StreamEvent, EVENTS_SCHEMA,
+};
 use crate::State;
 
 type St = AxumState<Arc<State>>;
 
-/// Longest search query accepted, in bytes.
-const MAX_QUERY_BYTES: usize = 16 * 1024;
+/// Longest search query or question accepted, in characters (at most 16 KiB of UTF-8,
+/// the loop's own limit; the OpenAPI document says the same).
+pub(crate) const MAX_TEXT_CHARS: usize = 4096;
 /// Most results a search returns.
 const MAX_K: usize = 1000;
 
 /// `GET /healthz`: the process answers.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+#[utoipa::path(get, path = "/healthz", tag = "health", security(()),
+    responses((status = 200, description = "The process answers", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
 }
 
 /// `GET /readyz`: the store and the Mind answer; says whether the embedding model is
 /// loaded (without it search is keyword-only, which is still ready).
+#[utoipa::path(get, path = "/readyz", tag = "health", security(()),
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, description = "The store or the Mind does not answer", body = Ready),
+    ))]
 pub async fn readyz(AxumState(st): St) -> Response {
     let checks = st
         .blocking(|app| {
@@ -58,17 +70,22 @@ pub async fn readyz(AxumState(st): St) -> Response {
     };
     let ok = store.is_ok() && mind.is_ok();
     let show = |r: &Result<(), AppError>| match r {
-        Ok(()) => json!("ok"),
-        Err(e) => json!(format!("unavailable ({})", e.kind())),
+        Ok(()) => "ok".to_string(),
+        Err(e) => format!("unavailable ({})", e.kind()),
     };
-    let body = json!({
-        "status": if ok { "ready" } else { "not ready" },
-        "checks": {
-            "store": show(&store),
-            "mind": show(&mind),
-            "embedding_model": if model.is_ok() { "loaded" } else { "absent: keyword search only" },
+    let body = Ready {
+        status: if ok { "ready" } else { "not ready" },
+        checks: ReadyChecks {
+            store: show(&store),
+            mind: show(&mind),
+            embedding_model: if model.is_ok() {
+                "loaded"
+            } else {
+                "absent: keyword search only"
+            }
+            .into(),
         },
-    });
+    };
     let code = if ok {
         StatusCode::OK
     } else {
@@ -92,13 +109,23 @@ pub async fn method_not_allowed() -> ApiError {
 }
 
 /// `GET /v1/collections`.
-pub async fn list_collections(AxumState(st): St, caller: Caller) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/collections", tag = "collections",
+    responses((status = 200, description = "The tenant's collections", body = CollectionList)))]
+pub async fn list_collections(
+    AxumState(st): St,
+    caller: Caller,
+) -> Result<Json<CollectionList>, ApiError> {
     let tenant = caller.tenant().clone();
-    let cols = st.blocking(move |app| app.collections(&tenant)).await?;
-    Ok(Json(json!({ "collections": cols })))
+    let collections = st.blocking(move |app| app.collections(&tenant)).await?;
+    Ok(Json(CollectionList { collections }))
 }
 
 /// `POST /v1/collections`: create an empty collection (201; 200 when it exists).
+#[utoipa::path(post, path = "/v1/collections", tag = "collections", request_body = CreateCollection,
+    responses(
+        (status = 201, description = "Created", body = neuralcore_core::CollectionInfo),
+        (status = 200, description = "It existed", body = neuralcore_core::CollectionInfo),
+    ))]
 pub async fn create_collection(
     AxumState(st): St,
     caller: Caller,
@@ -121,6 +148,9 @@ pub async fn create_collection(
 }
 
 /// `GET /v1/collections/{name}`: counts of one collection.
+#[utoipa::path(get, path = "/v1/collections/{name}", tag = "collections",
+    params(CollectionPath),
+    responses((status = 200, description = "The collection", body = neuralcore_core::CollectionInfo)))]
 pub async fn get_collection(
     AxumState(st): St,
     caller: Caller,
@@ -134,6 +164,9 @@ pub async fn get_collection(
 }
 
 /// `DELETE /v1/collections/{name}`: the collection and everything in it (204).
+#[utoipa::path(delete, path = "/v1/collections/{name}", tag = "collections",
+    params(CollectionPath),
+    responses((status = 204, description = "Deleted with everything in it")))]
 pub async fn delete_collection(
     AxumState(st): St,
     caller: Caller,
@@ -147,15 +180,17 @@ pub async fn delete_collection(
 }
 
 /// `POST /v1/search`.
+#[utoipa::path(post, path = "/v1/search", tag = "search", request_body = SearchRequest,
+    responses((status = 200, description = "Hits with provenance (neuralcore.search/v1)", body = neuralcore_app::SearchResponse)))]
 pub async fn search(
     AxumState(st): St,
     caller: Caller,
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> Result<Response, ApiError> {
-    if req.query.len() > MAX_QUERY_BYTES {
+    let n = req.query.chars().count();
+    if n > MAX_TEXT_CHARS {
         return Err(ApiError::invalid(format!(
-            "the query is {} bytes; the longest accepted is {MAX_QUERY_BYTES}",
-            req.query.len()
+            "the query is {n} characters; the longest accepted is {MAX_TEXT_CHARS}"
         )));
     }
     if req.k == Some(0) || req.k.is_some_and(|k| k > MAX_K) {
@@ -178,6 +213,9 @@ impl Drop for CancelOnDrop {
 
 /// `POST /v1/ask`: the ask report as JSON, or with `Accept: text/event-stream` the
 /// loop's events as server-sent events ending in `done`.
+#[utoipa::path(post, path = "/v1/ask", tag = "ask", request_body = AskRequest,
+    responses((status = 200, description = "The ask report (neuralcore.ask/v1), or with `Accept: text/event-stream` the loop's events (neuralcore.events/v1), one JSON object per `data:` line",
+        content((neuralcore_agents::AskReport = "application/json"), (SseEventDoc = "text/event-stream")))))]
 pub async fn ask(
     AxumState(st): St,
     caller: Caller,
@@ -187,11 +225,25 @@ pub async fn ask(
     if req.question.trim().is_empty() {
         return Err(ApiError::invalid("the question is empty"));
     }
-    if req.question.len() > MAX_QUESTION_BYTES {
+    let n = req.question.chars().count();
+    if n > MAX_TEXT_CHARS {
         return Err(ApiError::invalid(format!(
-            "the question is {} bytes; the longest accepted is {MAX_QUESTION_BYTES}",
-            req.question.len()
+            "the question is {n} characters; the longest accepted is {MAX_TEXT_CHARS}"
         )));
+    }
+    if req.max_iterations.is_some_and(|n| n > 100) {
+        return Err(ApiError::invalid("max_iterations must be at most 100"));
+    }
+    if let Some(sess) = &req.session {
+        let ok = (1..=31).contains(&sess.len())
+            && sess
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(ApiError::invalid(
+                "session must be 1 to 31 characters of a-z, 0-9, _ and -",
+            ));
+        }
     }
     if req.memory {
         // Recall signals the memories it uses: a change to the tenant's memories.

@@ -52,24 +52,36 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 }
 
 /// `POST /v1/collections`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCollection {
     /// The collection's name.
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+    )]
     pub name: String,
 }
 
 /// `POST /v1/ask`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AskRequest {
     /// The question.
+    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
     pub question: String,
     /// The collection (default `default`).
     #[serde(default = "default_collection")]
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+    )]
     pub collection: String,
     /// A conversation to continue.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 31, pattern = "^[a-z0-9_-]+$")]
     pub session: Option<String>,
     /// Recall from the tenant's memories too.
     #[serde(default)]
@@ -78,10 +90,11 @@ pub struct AskRequest {
     #[serde(default)]
     pub project: Option<String>,
     /// Overrides `loop.max_iterations`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "neuralcore_app::de_opt_uint")]
+    #[schema(maximum = 100)]
     pub max_iterations: Option<u32>,
     /// Overrides `loop.deadline_ms`, at most the server's request deadline.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "neuralcore_app::de_opt_uint")]
     pub deadline_ms: Option<u64>,
     /// Ablations.
     #[serde(default)]
@@ -93,7 +106,7 @@ fn default_collection() -> String {
 }
 
 /// Stages to switch off.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AskSwitches {
     /// Answer without retrieval.
@@ -128,7 +141,7 @@ impl From<&AskSwitches> for Switches {
 
 /// One event of an ask stream (`Accept: text/event-stream`): the SSE event name is
 /// `kind`, the data this JSON.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StreamEvent {
     /// [`EVENTS_SCHEMA`].
     pub schema: &'static str,
@@ -140,7 +153,7 @@ pub struct StreamEvent {
 }
 
 /// What an ask stream reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// The request was accepted: the loop is starting.
@@ -169,4 +182,112 @@ pub enum Event {
     },
     /// The last event of every stream.
     Done,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok`.
+    pub status: &'static str,
+    /// The server's version.
+    pub version: &'static str,
+}
+
+/// `GET /readyz`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Ready {
+    /// `ready` or `not ready`.
+    pub status: &'static str,
+    /// Each dependency.
+    pub checks: ReadyChecks,
+}
+
+/// What `/readyz` checked.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReadyChecks {
+    /// `ok` or `unavailable (<kind>)`.
+    pub store: String,
+    /// `ok` or `unavailable (<kind>)`.
+    pub mind: String,
+    /// `loaded`, or `absent: keyword search only`.
+    pub embedding_model: String,
+}
+
+/// `GET /v1/collections`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CollectionList {
+    /// The tenant's collections.
+    pub collections: Vec<neuralcore_core::CollectionInfo>,
+}
+
+/// `GET /v1/collections/{name}/sources`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SourceList {
+    /// The collection's sources.
+    pub sources: Vec<neuralcore_app::SourceInfo>,
+}
+
+/// `GET /v1/jobs`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct JobList {
+    /// The tenant's latest jobs, newest first.
+    pub jobs: Vec<neuralcore_app::Job>,
+}
+
+/// A collection in a path.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct CollectionPath {
+    /// The collection: 1–64 of `A-Z a-z 0-9 _ - .`, not starting with `.`.
+    #[param(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+    )]
+    name: String,
+}
+
+/// A document in a path.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct DocumentPath {
+    /// The document's id (16 hex characters).
+    #[param(pattern = "^[0-9a-f]{16}$")]
+    id: String,
+}
+
+/// A chunk in a path.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct ChunkPath {
+    /// The chunk's position in its document, from 0.
+    #[param(minimum = 0, maximum = 4294967295_u64)]
+    ordinal: u32,
+}
+
+/// A job in a path.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct JobPath {
+    /// The job's id (`job_` and 24 hex characters).
+    #[param(pattern = "^job_[0-9a-f]{24}$")]
+    id: String,
+}
+
+/// One server-sent event, as the OpenAPI document shows a `text/event-stream` answer:
+/// the event's name and its data, a JSON document.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SseEventDoc {
+    /// The event's name.
+    pub event: Option<String>,
+    /// Its data (JSON).
+    pub data: String,
+    /// Its id, if any.
+    pub id: Option<String>,
+    /// Reconnection time, if any.
+    pub retry: Option<u64>,
 }

@@ -235,7 +235,12 @@ fn texts_and_files_upload_as_jobs_and_read_back_with_provenance() {
         text.contains("event: job") && text.contains("\"indexed\""),
         "{text}"
     );
-    assert!(text.trim_end().ends_with("data: {}"), "{text}");
+    let done = text
+        .split("event: done\ndata: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let done: Value = serde_json::from_str(done.lines().next().unwrap()).unwrap();
+    assert_eq!(done["state"], "indexed", "{text}");
 }
 
 #[test]
@@ -351,7 +356,7 @@ fn another_tenants_jobs_documents_and_sources_are_not_found() {
     // globex has a `docs` collection of its own: none of acme's ids resolve in it.
     for (method, path) in [
         ("GET", format!("/v1/jobs/{id}")),
-        ("DELETE", format!("/v1/jobs/{id}")),
+        ("POST", format!("/v1/jobs/{id}/cancel")),
         ("GET", format!("/v1/jobs/{id}/events")),
         ("GET", format!("/v1/collections/docs/documents/{doc}")),
         (
@@ -412,7 +417,7 @@ fn a_cancelled_job_stops_and_keeps_what_it_finished() {
         assert!(start.elapsed() < Duration::from_secs(60), "{j}");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let r = req(a, "DELETE", &format!("/v1/jobs/{id}"), None, None);
+    let r = req(a, "POST", &format!("/v1/jobs/{id}/cancel"), None, None);
     assert_eq!(r.status, 200);
     let done = wait_job(a, None, &id);
     if done["state"] == "indexed" {
@@ -431,6 +436,6 @@ fn a_cancelled_job_stops_and_keeps_what_it_finished() {
         "{done}"
     );
     // A cancelled job stays cancelled.
-    let again = req(a, "DELETE", &format!("/v1/jobs/{id}"), None, None).json();
+    let again = req(a, "POST", &format!("/v1/jobs/{id}/cancel"), None, None).json();
     assert_eq!(again["state"], "cancelled");
 }
