@@ -414,10 +414,15 @@ pub async fn chat_completions(
     let guard = CancelOnDrop(cancel);
     let pool = st.clone();
     let work = async move {
-        pool.blocking(move |app| {
-            app.ask_in_conversation(&tenant, &run, &q, &history, &opts, false, None)
-        })
-        .await
+        let report = pool
+            .blocking(move |app| {
+                app.ask_in_conversation(&tenant, &run, &q, &history, &opts, false, None)
+            })
+            .await;
+        if let Ok(r) = &report {
+            pool.metrics.ask(r);
+        }
+        report
     };
     if !req.stream {
         let report = work.await?;
@@ -617,6 +622,7 @@ pub async fn acai_chat(
             app.ask(&tenant, &run_id, &message, &opts, false, None)
         })
         .await?;
+    st.metrics.ask(&report);
     let first = report.iterations.first();
     let plan = first.and_then(|i| i.plan.as_ref());
     let used = first

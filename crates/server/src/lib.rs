@@ -16,6 +16,7 @@ pub mod auth;
 pub mod compat;
 mod documents;
 pub mod error;
+pub mod metrics;
 pub mod openapi;
 mod routes;
 pub mod wire;
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
 use axum::Router;
 use neuralcore_app::{App, AppError, Jobs, KeyStore};
 use tokio::sync::Semaphore;
@@ -74,6 +74,7 @@ pub struct State {
     pub(crate) pool: Arc<Semaphore>,
     pub(crate) opts: ServeOptions,
     pub(crate) limiter: auth::RateLimiter,
+    pub(crate) metrics: metrics::Metrics,
 }
 
 impl State {
@@ -86,6 +87,7 @@ impl State {
             keys: required.then(|| Arc::new(keys)),
             pool: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             limiter: auth::RateLimiter::new(opts.rate_per_minute),
+            metrics: metrics::Metrics::default(),
             opts,
         })
     }
@@ -158,6 +160,9 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(documents::job_events))
         .routes(routes!(routes::search))
         .routes(routes!(routes::ask))
+        .routes(routes!(metrics::metrics))
+        .routes(routes!(openapi::openapi_json))
+        .routes(routes!(openapi::docs_page))
 }
 
 /// The OpenAPI document of every route (what `GET /openapi.json` serves).
@@ -174,12 +179,14 @@ pub fn router(state: Arc<State>) -> Router {
     openapi::finish(&mut doc);
     let doc = Arc::new(doc);
     routes
-        .route("/openapi.json", get(openapi::openapi_json))
-        .route("/docs", get(openapi::docs_page))
         .layer(axum::Extension(doc))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .with_state(state)
 }
 

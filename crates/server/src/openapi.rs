@@ -104,7 +104,10 @@ impl Modify for Common {
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
         );
         for (path, item) in doc.paths.paths.iter_mut() {
-            let public = matches!(path.as_str(), "/healthz" | "/readyz" | "/" | "/health");
+            let public = matches!(
+                path.as_str(),
+                "/healthz" | "/readyz" | "/" | "/health" | "/openapi.json" | "/docs"
+            );
             for op in [
                 &mut item.get,
                 &mut item.post,
@@ -122,6 +125,8 @@ impl Modify for Common {
 }
 
 /// `GET /openapi.json`.
+#[utoipa::path(get, path = "/openapi.json", tag = "health", security(()),
+    responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object)))]
 pub async fn openapi_json(Extension(doc): Extension<Arc<Doc>>) -> Json<Doc> {
     Json((*doc).clone())
 }
@@ -135,6 +140,8 @@ fn escape(s: &str) -> String {
 
 /// `GET /docs`: the routes for people, from the same document (no scripts, nothing
 /// fetched from elsewhere).
+#[utoipa::path(get, path = "/docs", tag = "health", security(()),
+    responses((status = 200, description = "The routes as a page", content_type = "text/html", body = String)))]
 pub async fn docs_page(Extension(doc): Extension<Arc<Doc>>) -> Html<String> {
     let mut rows = String::new();
     for (path, item) in &doc.paths.paths {
@@ -181,7 +188,15 @@ mod tests {
                 let responses = op["responses"].as_object().unwrap();
                 assert!(responses.contains_key("400"), "{method} {path}");
                 assert!(responses.contains_key("500"), "{method} {path}");
-                let public = ["/", "/health", "/healthz", "/readyz"].contains(&path.as_str());
+                let public = [
+                    "/",
+                    "/health",
+                    "/healthz",
+                    "/readyz",
+                    "/openapi.json",
+                    "/docs",
+                ]
+                .contains(&path.as_str());
                 assert_eq!(responses.contains_key("401"), !public, "{method} {path}");
             }
         }
@@ -190,8 +205,11 @@ mod tests {
             "DELETE /v1/collections/{name}",
             "DELETE /v1/collections/{name}/sources",
             "GET /",
+            "GET /docs",
             "GET /health",
             "GET /healthz",
+            "GET /metrics",
+            "GET /openapi.json",
             "GET /readyz",
             "GET /v1/collections",
             "GET /v1/collections/{name}",

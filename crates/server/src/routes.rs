@@ -280,6 +280,7 @@ pub async fn ask(
         let report = st
             .blocking(move |app| app.ask(&tenant, &run, &question, &opts, memory, None))
             .await?;
+        st.metrics.ask(&report);
         return Ok(Json(report).into_response());
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
@@ -303,9 +304,12 @@ pub async fn ask(
             })
             .await;
         let last = match result {
-            Ok(report) => Event::Report {
-                report: Box::new(report),
-            },
+            Ok(report) => {
+                worker.metrics.ask(&report);
+                Event::Report {
+                    report: Box::new(report),
+                }
+            }
             Err(e) => Event::Error {
                 kind: crate::error::problem_type(e.kind),
                 detail: e.detail,

@@ -425,3 +425,50 @@ fn a_public_address_without_keys_is_refused() {
     assert!(neuralcore_server::check_bind(&any, true).is_ok());
     assert!(neuralcore_server::check_bind(&"[::1]:80".parse().unwrap(), false).is_ok());
 }
+
+#[test]
+fn metrics_count_routes_stages_and_jobs_without_ids_or_tenants() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| {
+        ks.create_tenant("acme").unwrap();
+        for scope in [Scope::Read, Scope::Admin] {
+            let (k, _) = ks.create_key("acme", scope, "").unwrap();
+            made.insert(scope.name(), k);
+        }
+    });
+    let a = s.addr;
+    let (read, admin) = (made["read"].as_str(), made["admin"].as_str());
+    let q = json!({"query": "rocket launch", "collection": "docs", "k": 3});
+    for _ in 0..3 {
+        assert_eq!(
+            req(a, "POST", "/v1/search", Some(read), Some(&q)).status,
+            200
+        );
+    }
+    let ask = json!({"question": "When does the acme rocket launch?", "collection": "docs"});
+    assert_eq!(
+        req(a, "POST", "/v1/ask", Some(read), Some(&ask)).status,
+        200
+    );
+    req(a, "GET", "/v1/collections/nope", Some(read), None).problem(404, "not_found");
+    req(a, "GET", "/metrics", Some(read), None).problem(403, "forbidden");
+    req(a, "GET", "/metrics", None, None).problem(401, "unauthorized");
+    let r = req(a, "GET", "/metrics", Some(admin), None);
+    assert_eq!(r.status, 200);
+    assert!(r.headers["content-type"].starts_with("text/plain; version=0.0.4"));
+    let text = String::from_utf8(r.body).unwrap();
+    for want in [
+        "neuralcore_http_requests_total{route=\"/v1/search\",method=\"POST\",status=\"200\"} 3",
+        "neuralcore_http_requests_total{route=\"/v1/collections/{name}\",method=\"GET\",status=\"404\"} 1",
+        "neuralcore_http_request_duration_seconds_count{route=\"/v1/search\"} 3",
+        "neuralcore_loop_stage_duration_seconds_count{stage=\"retrieve\"}",
+        "neuralcore_asks_total{method=",
+        "# TYPE neuralcore_jobs gauge",
+    ] {
+        assert!(text.contains(want), "{want} not in\n{text}");
+    }
+    // Route templates only: no collection names, tenants or keys.
+    for secret in ["nope", "acme", "nck_"] {
+        assert!(!text.contains(secret), "{secret} in\n{text}");
+    }
+}
