@@ -27,6 +27,7 @@ use serde_json::json;
 mod agents;
 mod ask;
 mod embed_query;
+mod http;
 mod kernels;
 mod memory;
 mod mind;
@@ -49,6 +50,8 @@ const USAGE: &str = "usage:
   nc-bench agents-reload [-n 20] [--every-ms 100]
   nc-bench memory [--locomo FILE] [--model DIR] [--total 6000] [--pairs 1000] [--backend memory|redb|postgres] [--pg-url URL]
   nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20]
+  nc-bench http --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
+                [--clients 50] [--secs 60] [--ask-every 5]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -428,6 +431,7 @@ fn main() -> ExitCode {
         "mind" => mind::bench_mind(&args[1..]),
         "agents-reload" => agents::bench_reload(&args[1..]),
         "ask" => ask::bench_ask(&args[1..]),
+        "http" => http::bench_http(&args[1..]),
         "memory" => memory::bench_memory(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

@@ -12,6 +12,7 @@ mod documents;
 mod error;
 pub mod jobs;
 pub mod keys;
+mod memory;
 mod search;
 mod tenant;
 
@@ -23,6 +24,10 @@ pub use documents::{ChunkInfo, DocumentInfo, SourceInfo, DOCUMENTS_SCHEMA};
 pub use error::AppError;
 pub use jobs::{Job, JobState, Jobs, TextDocument, Upload};
 pub use keys::{KeyStore, Principal, Scope};
+pub use memory::{
+    memory_entities, GraphQuery, MemoryAdd, MemoryAdded, MemoryLinkReq, MemoryListQuery,
+    MemorySearch, MemorySignalReq, MemoryWithRelations, TiersQuery,
+};
 use neuralcore_agents::{AgentLoader, Orchestrator, Registry, Services};
 pub use neuralcore_agents::{AskOptions, AskReport, Cancel};
 use neuralcore_core::CollectionInfo;

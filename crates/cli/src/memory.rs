@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use neuralcore_engine::{Config, Engine};
+use neuralcore_engine::Engine;
 use neuralcore_memory::graph::{self, Entity, EntityKind};
 use neuralcore_memory::{
     now_ms, Filter, Kind, MemScope, Memory, MemorySearcher, MemoryStore, NewMemory, RelKind,
@@ -155,26 +155,6 @@ fn show(m: &Memory) {
     }
 }
 
-/// The entities a new memory names: by the LLM when `[llm]` is configured, by rules
-/// otherwise or when the LLM fails (the reason is kept in the label).
-fn memory_entities(cfg: &Config, m: &Memory) -> (Vec<Entity>, String) {
-    if !cfg.llm.is_configured() {
-        return (graph::rule_entities(m), "rules".into());
-    }
-    let by_llm = neuralcore_llm::LlmClient::new(cfg.llm.clone())
-        .map_err(|e| e.to_string())
-        .and_then(|c| neuralcore_agents::llm_judge::entities(&c, &m.text).0);
-    match by_llm {
-        Ok(mut ents) => {
-            // The speaker is known without asking.
-            let speaker = m.metadata.get("speaker").and_then(|v| v.as_str());
-            ents.extend(speaker.and_then(|s| graph::entity(EntityKind::Person, s)));
-            (ents, "llm".into())
-        }
-        Err(e) => (graph::rule_entities(m), format!("rules (llm failed: {e})")),
-    }
-}
-
 /// Run a memory subcommand.
 pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> Result<ExitCode> {
     let cfg = engine.config().clone();
@@ -218,7 +198,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                 now,
             )?;
             // The knowledge graph: MENTIONS links to the entities it names.
-            let (ents, by) = memory_entities(&cfg, &m);
+            let (ents, by) = neuralcore_app::memory_entities(&cfg, &m);
             let ents = graph::link_entities(&store, &m, ents, "user", now)?;
             if json {
                 let mut v = serde_json::to_value(strip(m))?;

@@ -1410,5 +1410,5 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
         "{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(report.contains("Tested: 22"), "{report}");
+    assert!(report.contains("Tested: 36"), "{report}");
 }

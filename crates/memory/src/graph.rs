@@ -9,7 +9,19 @@ use crate::store::MemoryStore;
 use crate::types::{Memory, RelKind};
 
 /// What an entity is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EntityKind {
     /// A project or repository.
@@ -63,7 +75,9 @@ impl EntityKind {
 }
 
 /// An entity found in a text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 pub struct Entity {
     /// Kind.
     pub kind: EntityKind,
@@ -265,7 +279,7 @@ pub fn link_entities(
 }
 
 /// What the graph holds around an entity.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Neighbourhood {
     /// The entity's node id.
     pub node: String,

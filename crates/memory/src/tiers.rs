@@ -14,6 +14,8 @@ use crate::types::{Filter, Kind, Memory, Status};
 /// What to load.
 #[derive(Debug, Clone)]
 pub struct TierRequest {
+    /// Only this tenant's memories (empty: any).
+    pub tenant: String,
     /// Project (L0 and L1 draw on it; empty: any).
     pub project: String,
     /// Session (L2 searches it and the project's memories).
@@ -33,6 +35,7 @@ pub struct TierRequest {
 impl Default for TierRequest {
     fn default() -> Self {
         TierRequest {
+            tenant: String::new(),
             project: String::new(),
             session: String::new(),
             query: None,
@@ -45,7 +48,7 @@ impl Default for TierRequest {
 }
 
 /// One loaded memory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Loaded {
     /// Id.
     pub id: String,
@@ -60,7 +63,7 @@ pub struct Loaded {
 }
 
 /// What a session would load.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Tiers {
     /// How tokens were counted (`model tokenizer` or `estimate`).
     pub counted_by: String,
@@ -124,6 +127,7 @@ pub fn load(s: &MemorySearcher, req: &TierRequest, now_ms: u64) -> MemResult<Tie
     };
     let project = Filter {
         statuses: vec![Status::Active],
+        tenant: req.tenant.clone(),
         project: req.project.clone(),
         ..Default::default()
     };
@@ -198,6 +202,7 @@ pub fn load(s: &MemorySearcher, req: &TierRequest, now_ms: u64) -> MemResult<Tie
             q,
             &SearchOptions {
                 filter: Filter {
+                    tenant: req.tenant.clone(),
                     project: req.project.clone(),
                     ..Default::default()
                 },

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// What a memory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Something true about the world or the project.
@@ -52,7 +52,7 @@ impl Kind {
 }
 
 /// Where a memory is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Searched and loaded.
@@ -83,7 +83,7 @@ impl Status {
 }
 
 /// Who a memory belongs to. Empty parts are unset (`tenant` defaults to `default`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct MemScope {
     /// Tenant.
@@ -97,7 +97,7 @@ pub struct MemScope {
 }
 
 /// A stored memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Memory {
     /// Id: 16 hex digits.
     pub id: String,
@@ -148,7 +148,7 @@ impl Memory {
 }
 
 /// A trust signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Signal {
     /// Its evidence was cited in an answer.
@@ -187,7 +187,7 @@ impl Signal {
 }
 
 /// One change to a memory's trust or status, with why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     /// The memory.
     pub memory: String,
@@ -215,7 +215,19 @@ impl AuditEntry {
 /// A typed relation between memories, documents, chunks or entities (node ids are
 /// `mem:<id>`, `doc:<id>`, `chunk:<doc>#<n>`, `ent:<kind>:<name>`; a bare id is a
 /// memory).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RelKind {
     /// `from` replaces `to`: `to` is hidden from search and never ranked above `from`.
@@ -267,7 +279,7 @@ impl RelKind {
 }
 
 /// A relation.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Relation {
     /// Source node.
     pub from: String,

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod compat;
 mod documents;
 pub mod error;
+mod memory;
 pub mod metrics;
 pub mod openapi;
 mod routes;
@@ -92,6 +93,11 @@ impl State {
         })
     }
 
+    /// The application it serves.
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
+    }
+
     /// Whether requests need an API key.
     pub fn requires_keys(&self) -> bool {
         self.keys.is_some()
@@ -160,6 +166,16 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(documents::job_events))
         .routes(routes!(routes::search))
         .routes(routes!(routes::ask))
+        .routes(routes!(memory::add, memory::list))
+        .routes(routes!(memory::search))
+        .routes(routes!(memory::get))
+        .routes(routes!(memory::signal))
+        .routes(routes!(memory::link))
+        .routes(routes!(memory::forget))
+        .routes(routes!(memory::restore))
+        .routes(routes!(memory::audit))
+        .routes(routes!(memory::tiers))
+        .routes(routes!(memory::graph))
         .routes(routes!(metrics::metrics))
         .routes(routes!(openapi::openapi_json))
         .routes(routes!(openapi::docs_page))
@@ -201,9 +217,14 @@ pub async fn serve(
     check_bind(&addr, state.requires_keys())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    // No Nagle: a response's head and body go out at once, not 40 ms apart.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     // Jobs queued before (or interrupted by) the last stop resume now.
     state.jobs.start_worker(Arc::downgrade(&state.app));
-    ready(listener.local_addr()?);
+    ready(bound);
     let jobs = state.jobs.clone();
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
