@@ -61,9 +61,18 @@ impl App {
     pub fn open(data_dir: &Path, config: Config, opts: OpenOptions) -> Result<App, AppError> {
         config.validate()?;
         let engine = Engine::open(data_dir, config).map_err(|e| match e {
-            neuralcore_engine::EngineError::Store(s) if s.is_transient() => AppError::Unavailable(
-                format!("cannot open the data dir {}: {s}", data_dir.display()),
-            ),
+            neuralcore_engine::EngineError::Store(s) if s.is_transient() => {
+                AppError::Unavailable(match running_server(data_dir) {
+                    Some(srv) => format!(
+                        "a neuralcore server (pid {}) owns the data dir {}: use its HTTP API at \
+                         {} (docs/api.md), or stop it first",
+                        srv.pid,
+                        data_dir.display(),
+                        srv.url
+                    ),
+                    None => format!("cannot open the data dir {}: {s}", data_dir.display()),
+                })
+            }
             other => AppError::from(other),
         })?;
         App::with_engine(data_dir, Arc::new(engine), opts)
@@ -470,6 +479,31 @@ pub fn services(engine: Arc<Engine>) -> Result<Services, AppError> {
         web,
         ..Services::new(engine)
     })
+}
+
+/// What `neuralcore serve` writes to `<data dir>/server.json` while it runs, so other
+/// commands on the same data dir can say where it is.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ServerInfo {
+    /// Where it listens (`http://127.0.0.1:8080`).
+    pub url: String,
+    /// Its process id.
+    pub pid: u32,
+}
+
+/// The file a running server describes itself in.
+pub fn server_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("server.json")
+}
+
+/// The server that owns `data_dir`, if one says so and its process is alive.
+pub fn running_server(data_dir: &Path) -> Option<ServerInfo> {
+    let text = std::fs::read_to_string(server_file(data_dir)).ok()?;
+    let info: ServerInfo = serde_json::from_str(&text).ok()?;
+    // A file left by a killed server names a process that is gone (or is not us).
+    let alive =
+        cfg!(not(target_os = "linux")) || Path::new(&format!("/proc/{}", info.pid)).exists();
+    alive.then_some(info)
 }
 
 /// A fresh run id.

@@ -600,8 +600,20 @@ fn load_config(g: &Global) -> Result<Config> {
 }
 
 fn open(g: &Global, config: Config) -> Result<Engine> {
-    Engine::open(&g.data_dir, config)
-        .with_context(|| format!("cannot open the data dir {}", g.data_dir.display()))
+    Engine::open(&g.data_dir, config).map_err(|e| {
+        // The store is locked by a running server: say where it is.
+        match neuralcore_app::running_server(&g.data_dir) {
+            Some(srv) => anyhow::anyhow!(
+                "a neuralcore server (pid {}) owns the data dir {}: use its HTTP API at {} \
+                 (docs/api.md), or stop it first",
+                srv.pid,
+                g.data_dir.display(),
+                srv.url
+            ),
+            None => anyhow::Error::new(e)
+                .context(format!("cannot open the data dir {}", g.data_dir.display())),
+        }
+    })
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequest, Multipart, Path, Query, Request, State as AxumState};
+use axum::extract::{FromRequest, Multipart, Path, Request, State as AxumState};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -139,30 +139,55 @@ pub async fn list_sources(
     Ok(Json(SourceList { sources }))
 }
 
-/// `?id=` of a source.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct SourceQuery {
+/// A source in a path (percent-encode it: `upload%3Anotes.md`, a path's `/` as `%2F`).
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct SourcePath {
     /// The source's id as `sources` lists it.
-    pub id: String,
+    #[param(min_length = 1)]
+    source: String,
 }
 
-/// `DELETE /v1/collections/{name}/sources?id=…`: a source and the documents only it held.
-#[utoipa::path(delete, path = "/v1/collections/{name}/sources", tag = "documents",
-    params(CollectionPath, SourceQuery),
+/// `GET /v1/collections/{name}/sources/{source}`: one source.
+#[utoipa::path(get, path = "/v1/collections/{name}/sources/{source}", tag = "documents",
+    params(CollectionPath, SourcePath),
+    responses((status = 200, description = "The source and its documents", body = neuralcore_app::SourceInfo)))]
+pub async fn get_source(
+    AxumState(st): St,
+    caller: Caller,
+    Path((name, source)): Path<(String, String)>,
+) -> Result<Json<neuralcore_app::SourceInfo>, ApiError> {
+    let tenant = caller.tenant().clone();
+    let info = st
+        .blocking(move |app| {
+            app.sources(&tenant, &name)?
+                .into_iter()
+                .find(|s| s.id == source)
+                .ok_or_else(|| {
+                    neuralcore_app::AppError::NotFound(format!(
+                        "no source {source:?} in collection {name:?}"
+                    ))
+                })
+        })
+        .await?;
+    Ok(Json(info))
+}
+
+/// `DELETE /v1/collections/{name}/sources/{source}`: a source and the documents only it
+/// held.
+#[utoipa::path(delete, path = "/v1/collections/{name}/sources/{source}", tag = "documents",
+    params(CollectionPath, SourcePath),
     responses((status = 200, description = "What was removed", body = neuralcore_engine::RemoveSummary)))]
 pub async fn delete_source(
     AxumState(st): St,
     caller: Caller,
-    Path(name): Path<String>,
-    query: Result<Query<SourceQuery>, axum::extract::rejection::QueryRejection>,
+    Path((name, source)): Path<(String, String)>,
 ) -> Result<Json<neuralcore_engine::RemoveSummary>, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::invalid(e.body_text()))?;
     caller.require(Scope::Write)?;
     let tenant = caller.tenant().clone();
     let summary = st
-        .blocking(move |app| app.remove_source(&tenant, &name, &q.id))
+        .blocking(move |app| app.remove_source(&tenant, &name, &source))
         .await?;
     Ok(Json(summary))
 }

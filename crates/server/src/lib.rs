@@ -159,7 +159,8 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .merge(uploads)
         .routes(routes!(documents::get_document))
         .routes(routes!(documents::get_chunk))
-        .routes(routes!(documents::list_sources, documents::delete_source))
+        .routes(routes!(documents::list_sources))
+        .routes(routes!(documents::get_source, documents::delete_source))
         .routes(routes!(documents::list_jobs))
         .routes(routes!(documents::get_job))
         .routes(routes!(documents::cancel_job))
@@ -222,6 +223,17 @@ pub async fn serve(
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         let _ = tcp.set_nodelay(true);
     });
+    // Say who owns the data dir, for other commands on it (removed on a clean stop).
+    let info = neuralcore_app::ServerInfo {
+        url: format!("http://{bound}"),
+        pid: std::process::id(),
+    };
+    let server_file = neuralcore_app::server_file(state.app.data_dir());
+    if let Ok(text) = serde_json::to_string(&info) {
+        if let Err(e) = std::fs::write(&server_file, text) {
+            tracing::warn!("cannot write {}: {e}", server_file.display());
+        }
+    }
     // Jobs queued before (or interrupted by) the last stop resume now.
     state.jobs.start_worker(Arc::downgrade(&state.app));
     ready(bound);
@@ -233,6 +245,7 @@ pub async fn serve(
     tokio::task::spawn_blocking(move || jobs.shutdown(Duration::from_secs(30)))
         .await
         .ok();
+    let _ = std::fs::remove_file(&server_file);
     served
 }
 

@@ -203,7 +203,7 @@ mod tests {
         ops.sort();
         let want = [
             "DELETE /v1/collections/{name}",
-            "DELETE /v1/collections/{name}/sources",
+            "DELETE /v1/collections/{name}/sources/{source}",
             "GET /",
             "GET /docs",
             "GET /health",
@@ -216,6 +216,7 @@ mod tests {
             "GET /v1/collections/{name}/documents/{id}",
             "GET /v1/collections/{name}/documents/{id}/chunks/{ordinal}",
             "GET /v1/collections/{name}/sources",
+            "GET /v1/collections/{name}/sources/{source}",
             "GET /v1/jobs",
             "GET /v1/jobs/{id}",
             "GET /v1/jobs/{id}/events",

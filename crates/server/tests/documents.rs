@@ -202,7 +202,7 @@ fn texts_and_files_upload_as_jobs_and_read_back_with_provenance() {
     let r = req(
         a,
         "DELETE",
-        "/v1/collections/notes/sources?id=upload:tides.json",
+        "/v1/collections/notes/sources/upload%3Atides.json",
         None,
         None,
     );
@@ -220,7 +220,7 @@ fn texts_and_files_upload_as_jobs_and_read_back_with_provenance() {
     req(
         a,
         "DELETE",
-        "/v1/collections/notes/sources?id=upload:tides.json",
+        "/v1/collections/notes/sources/upload%3Atides.json",
         None,
         None,
     )
@@ -361,11 +361,15 @@ fn another_tenants_jobs_documents_and_sources_are_not_found() {
         ("GET", format!("/v1/collections/docs/documents/{doc}")),
         (
             "GET",
+            "/v1/collections/docs/sources/upload%3Asecret.json".to_string(),
+        ),
+        (
+            "GET",
             format!("/v1/collections/docs/documents/{doc}/chunks/0"),
         ),
         (
             "DELETE",
-            "/v1/collections/docs/sources?id=upload:secret.json".to_string(),
+            "/v1/collections/docs/sources/upload%3Asecret.json".to_string(),
         ),
     ] {
         let r = req(a, method, &path, Some(globex), None);
