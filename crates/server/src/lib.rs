@@ -12,6 +12,7 @@
 //!
 //! The routes and their shapes are in `docs/api.md`.
 
+mod agents;
 pub mod auth;
 pub mod compat;
 mod documents;
@@ -177,6 +178,8 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(memory::audit))
         .routes(routes!(memory::tiers))
         .routes(routes!(memory::graph))
+        .routes(routes!(agents::agents))
+        .routes(routes!(agents::tools))
         .routes(routes!(metrics::metrics))
         .routes(routes!(openapi::openapi_json))
         .routes(routes!(openapi::docs_page))

@@ -472,3 +472,27 @@ fn metrics_count_routes_stages_and_jobs_without_ids_or_tenants() {
         assert!(!text.contains(secret), "{secret} in\n{text}");
     }
 }
+
+#[test]
+fn agents_and_tools_are_listed_without_server_paths() {
+    let s = server(loopback(), |_| {});
+    let a = s.addr;
+    let tools = req(a, "GET", "/v1/tools", None, None).json();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for want in ["keyword_search", "vector_search", "grade"] {
+        assert!(names.iter().any(|n| n.contains(want)), "{want}: {names:?}");
+    }
+    let agents = req(a, "GET", "/v1/agents", None, None).json();
+    assert!(agents["ok"].is_boolean(), "{agents}");
+    assert!(agents["agents"].is_array(), "{agents}");
+    let text = agents.to_string();
+    assert!(
+        !text.contains(&s._tmp.path().display().to_string()),
+        "{text}"
+    );
+}
