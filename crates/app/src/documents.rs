@@ -80,7 +80,8 @@ impl App {
         let dir = self.data_dir();
         Ok(self
             .engine()
-            .sources(&stored)?
+            .sources(&stored)
+            .map_err(|e| crate::hide_gone(e, collection))?
             .into_iter()
             .map(|s: SourceRecord| SourceInfo {
                 id: public_source_id(dir, &stored, &s.source_id),
@@ -106,7 +107,8 @@ impl App {
         // Exact ids only: the engine's folder matching is for the CLI's paths.
         let source = self
             .engine()
-            .sources(&stored)?
+            .sources(&stored)
+            .map_err(|e| crate::hide_gone(e, collection))?
             .into_iter()
             .find(|s| public_source_id(dir, &stored, &s.source_id) == id)
             .ok_or_else(|| {
@@ -114,7 +116,8 @@ impl App {
             })?;
         let mut summary = self
             .engine()
-            .remove(&stored, std::slice::from_ref(&source.source_id))?;
+            .remove(&stored, std::slice::from_ref(&source.source_id))
+            .map_err(|e| crate::hide_gone(e, collection))?;
         if let Some(name) = id.strip_prefix(UPLOAD_SCHEME) {
             let _ = std::fs::remove_file(Jobs::sources_dir(dir, &stored).join(name));
         }

@@ -148,7 +148,7 @@ pub struct Upload {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TextDocument {
-    /// The source's name (`<name>.json` is stored; default `text-<n>`).
+    /// The source's name (`<name>.json` is stored; default `text-<12 hex of its SHA-256>`).
     #[serde(default)]
     #[schema(
         min_length = 1,
@@ -174,7 +174,14 @@ impl TextDocument {
         if self.text.trim().is_empty() {
             return Err(AppError::InvalidInput(format!("document {n} has no text")));
         }
-        let mut name = self.name.unwrap_or_else(|| format!("text-{n}"));
+        // Unnamed texts are named by their content: two different texts never replace
+        // each other, the same text uploaded twice is one source.
+        let mut name = self.name.unwrap_or_else(|| {
+            use sha2::Digest;
+            let d = sha2::Sha256::digest(self.text.as_bytes());
+            let hex: String = d[..6].iter().map(|b| format!("{b:02x}")).collect();
+            format!("text-{hex}")
+        });
         if name.chars().count() > MAX_TEXT_NAME_CHARS {
             return Err(AppError::InvalidInput(format!(
                 "document {n}'s name is longer than {MAX_TEXT_NAME_CHARS} characters"
@@ -496,14 +503,18 @@ impl Jobs {
     /// Cancel one of the tenant's jobs: a queued one at once, a running one after the
     /// file it is on (the files done are kept). A finished job is returned as it is.
     pub fn cancel(&self, tenant: &Tenant, id: &str) -> Result<Job, AppError> {
-        let mut job = self.get(tenant, id)?;
-        if job.state.is_terminal() {
-            return Ok(job);
-        }
         {
+            // The worker picks jobs and clears `running` under this lock: the job read
+            // here is the one it sees (a queued job cannot start, a running one cannot
+            // finish unseen).
             let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            let mut job = self.get(tenant, id)?;
+            if job.state.is_terminal() {
+                return Ok(job);
+            }
             if let Some((rid, flag)) = running.as_ref() {
                 if rid == id {
+                    // The worker's own copy takes this up at its next checkpoint.
                     flag.store(true, Ordering::SeqCst);
                     job.cancel_requested = true;
                     job.updated_ms = now_ms();
@@ -516,9 +527,31 @@ impl Jobs {
             job.cancel_requested = true;
             job.updated_ms = now_ms();
             self.put(&job)?;
+            drop(running);
+            let _ = std::fs::remove_dir_all(self.staging(id));
+            Ok(job)
         }
+    }
+
+    /// Mark a job failed.
+    fn fail(&self, tenant: &str, id: &str, why: &str) -> Result<(), AppError> {
+        let mut job = self.get(&Tenant::new(tenant)?, id)?;
+        job.state = JobState::Failed;
+        job.error = Some(why.into());
+        job.updated_ms = now_ms();
         let _ = std::fs::remove_dir_all(self.staging(id));
-        Ok(job)
+        self.put(&job)
+    }
+
+    /// Tell the worker to stop after its current file (without waiting for it).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.notify();
+    }
+
+    /// Whether the server is stopping (job event streams end then).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
     }
 
     /// Start the worker thread over `app` (once; later calls do nothing).
@@ -538,15 +571,8 @@ impl Jobs {
     /// Stop the worker: the running job stops after its current file and stays queued
     /// (it resumes on the next start); waits for the worker up to `wait`.
     pub fn shutdown(&self, wait: Duration) {
+        // The running job sees this between files (its own stop flag is for cancels).
         self.shutdown.store(true, Ordering::SeqCst);
-        if let Some((_, flag)) = self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            flag.store(true, Ordering::SeqCst);
-        }
         self.notify();
         let handle = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(h) = handle {
@@ -592,7 +618,18 @@ impl Jobs {
                 Ok(Some((job, flag))) => {
                     let Some(app) = app.upgrade() else { return };
                     let id = job.id.clone();
-                    let done = self.run(&app, job, &flag);
+                    let tenant = job.tenant.clone();
+                    // A panic in a loader or the model fails the job, not the worker.
+                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.run(&app, job, &flag)
+                    }));
+                    let done = match done {
+                        Ok(r) => r,
+                        Err(_) => {
+                            tracing::error!("job {id}: the worker panicked");
+                            self.fail(&tenant, &id, "an internal error stopped the job")
+                        }
+                    };
                     *self.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
                     if let Err(e) = done {
                         tracing::error!("job {id}: {e}");
@@ -611,26 +648,32 @@ impl Jobs {
     }
 
     /// Run one job to its end (or to a stop), checkpointing it after every file.
+    ///
+    /// Files move from the staging folder to the collection's sources folder one group
+    /// at a time, right before the group is ingested. A file replacing an earlier upload
+    /// of the same name keeps the earlier one aside until the new one is stored: a new
+    /// version that fails, or is not reached before a cancel, gives the old one back.
     fn run(&self, app: &App, mut job: Job, stop: &Arc<AtomicBool>) -> Result<(), AppError> {
         let tenant = Tenant::new(&job.tenant)?;
-        let outcome = (|| {
+        let staging = self.staging(&job.id);
+        let mut stopped = false;
+        let outcome: Result<(), AppError> = (|| {
             let stored = tenant.stored(&job.collection)?;
             // The collection exists once a job for it ran, even if every file failed.
             app.create_collection(&tenant, &job.collection)?;
             let dest = Jobs::sources_dir(&self.data_dir, &stored);
             std::fs::create_dir_all(&dest).map_err(|e| io("store the sources", e))?;
-            let staging = self.staging(&job.id);
-            let mut paths = Vec::new();
-            for name in &job.files {
-                let from = staging.join(name);
-                let to = dest.join(name);
-                if from.exists() {
-                    std::fs::rename(&from, &to).map_err(|e| io("store a source", e))?;
-                }
-                if to.exists() {
-                    paths.push(to);
-                }
-            }
+            // Staged files, or (a job resumed after a crash) files already moved.
+            let files: Vec<(String, u64)> = job
+                .files
+                .iter()
+                .filter_map(|name| {
+                    let size = |p: PathBuf| std::fs::metadata(p).ok().map(|m| m.len());
+                    size(staging.join(name))
+                        .or_else(|| size(dest.join(name)))
+                        .map(|n| (name.clone(), n))
+                })
+                .collect();
             // Counts start over: a resumed job re-reads every file (the ones it had
             // committed are skipped as unchanged).
             job.counts = JobCounts {
@@ -645,71 +688,143 @@ impl Jobs {
                 job: &mut job,
                 stop,
                 shutdown: &self.shutdown,
-                names: paths
+                names: files
                     .iter()
-                    .zip(&job_names(&paths))
-                    .map(|(p, n)| (p.clone(), n.clone()))
+                    .map(|(n, _)| (dest.join(n), n.clone()))
                     .collect(),
                 done: Vec::new(),
             };
+            let sizes: Vec<u64> = files.iter().map(|f| f.1).collect();
             // In groups of about GROUP_BYTES, each its own commit: the store's write lock
             // (which every other write of the server waits for) is held for one group's
             // embedding, not the whole job's, and a cancel lands between groups too.
-            let mut stopped = false;
-            let mut result = Ok(());
-            for group in groups(&paths, GROUP_BYTES) {
-                match app.ingest(&tenant, group, &collection, &mut obs) {
+            for range in groups(&sizes, GROUP_BYTES) {
+                let mut moved: Vec<Placed> = Vec::new();
+                for (name, _) in &files[range] {
+                    match place(&staging, &dest, name) {
+                        Ok(p) => moved.push(p),
+                        Err(e) => {
+                            settle(&moved, &obs.done, false);
+                            return Err(e);
+                        }
+                    }
+                }
+                let paths: Vec<PathBuf> = moved.iter().map(|m| m.path.clone()).collect();
+                let result = app.ingest(&tenant, &paths, &collection, &mut obs);
+                let requeue = self.shutdown.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+                settle(&moved, &obs.done, requeue);
+                match result {
                     Ok(summary) if summary.cancelled => {
                         stopped = true;
                         break;
                     }
                     Ok(_) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
+                    Err(e) => return Err(e),
                 }
                 if neuralcore_engine::IngestObserver::cancelled(&obs) {
                     stopped = true;
                     break;
                 }
             }
-            let done = std::mem::take(&mut obs.done);
-            drop(obs);
-            result?;
-            Ok((stopped, paths, done))
+            Ok(())
         })();
+        job.cancel_requested |= stop.load(Ordering::SeqCst);
         match outcome {
-            Ok((stopped, paths, done)) => {
-                if stopped && !job.cancel_requested && self.shutdown.load(Ordering::SeqCst) {
-                    // Shutting down: back in the queue; the next start resumes it. The
-                    // files not yet read go back to the staging folder.
-                    restage(&self.staging(&job.id), &paths, &done);
-                    job.state = JobState::Queued;
-                    job.updated_ms = now_ms();
-                    return self.put(&job);
-                }
-                // Files not stored have no source record: do not keep them.
-                for p in &paths {
-                    let kept = done.iter().any(|(d, ok)| d == p && *ok);
-                    if !kept {
-                        let _ = std::fs::remove_file(p);
-                    }
-                }
-                job.state = if stopped {
-                    JobState::Cancelled
-                } else {
-                    JobState::Indexed
-                };
+            Ok(()) if stopped && !job.cancel_requested => {
+                // Shutting down: back in the queue with the files not yet read; the next
+                // start resumes it.
+                job.state = JobState::Queued;
+                job.updated_ms = now_ms();
+                return self.put(&job);
             }
+            Ok(()) if stopped => job.state = JobState::Cancelled,
+            Ok(()) => job.state = JobState::Indexed,
             Err(e) => {
                 job.state = JobState::Failed;
-                job.error = Some(public_message(&e, &self.data_dir));
+                job.error = Some(match &e {
+                    AppError::Internal(m) => {
+                        tracing::error!("job {}: {m}", job.id);
+                        "an internal error stopped the job (the server's log has the detail)".into()
+                    }
+                    other => public_message(other, &self.data_dir),
+                });
             }
         }
-        let _ = std::fs::remove_dir_all(self.staging(&job.id));
+        let _ = std::fs::remove_dir_all(&staging);
         job.updated_ms = now_ms();
         self.put(&job)
+    }
+}
+
+/// A file of a job put in its collection's sources folder.
+struct Placed {
+    /// Where it is now.
+    path: PathBuf,
+    /// Where it was staged, when this run moved it.
+    staged: Option<PathBuf>,
+    /// The earlier upload of the same name, kept aside until this one is stored.
+    previous: Option<PathBuf>,
+}
+
+/// Move `name` from `staging` to `dest` (the earlier file of that name aside).
+fn place(staging: &Path, dest: &Path, name: &str) -> Result<Placed, AppError> {
+    let staged = staging.join(name);
+    let path = dest.join(name);
+    if !staged.exists() {
+        return Ok(Placed {
+            path,
+            staged: None,
+            previous: None,
+        });
+    }
+    // `.previous` is no extension a loader reads: no upload can be named so.
+    let aside = staging.join(format!("{name}.previous"));
+    let previous = if path.exists() {
+        std::fs::rename(&path, &aside).map_err(|e| io("set an earlier source aside", e))?;
+        Some(aside)
+    } else {
+        None
+    };
+    if let Err(e) = std::fs::rename(&staged, &path) {
+        if let Some(p) = &previous {
+            let _ = std::fs::rename(p, &path);
+        }
+        return Err(io("store a source", e));
+    }
+    Ok(Placed {
+        path,
+        staged: Some(staged),
+        previous,
+    })
+}
+
+/// After a group: a stored file stays and its earlier version goes; a file that failed
+/// (or was not reached) gives the earlier version back, or leaves nothing behind; with
+/// `requeue` (shutting down) a file not reached goes back to the staging folder.
+fn settle(placed: &[Placed], done: &[(PathBuf, bool)], requeue: bool) {
+    for p in placed {
+        let outcome = done.iter().find(|(d, _)| *d == p.path).map(|(_, ok)| *ok);
+        match outcome {
+            Some(true) => {
+                if let Some(prev) = &p.previous {
+                    let _ = std::fs::remove_file(prev);
+                }
+                continue;
+            }
+            None if requeue => {
+                if let Some(staged) = &p.staged {
+                    let _ = std::fs::rename(&p.path, staged);
+                }
+            }
+            _ => {
+                if p.staged.is_some() {
+                    let _ = std::fs::remove_file(&p.path);
+                }
+            }
+        }
+        if let Some(prev) = &p.previous {
+            let _ = std::fs::rename(prev, &p.path);
+        }
     }
 }
 
@@ -717,46 +832,21 @@ impl Jobs {
 /// own).
 const GROUP_BYTES: u64 = 128 * 1024;
 
-/// `paths` in runs of about `max` bytes each (by file size), in order.
-fn groups(paths: &[PathBuf], max: u64) -> Vec<&[PathBuf]> {
+/// Index ranges of files in runs of about `max` bytes each (by `sizes`), in order.
+fn groups(sizes: &[u64], max: u64) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
-    for (i, p) in paths.iter().enumerate() {
-        let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    for (i, size) in sizes.iter().enumerate() {
         if i > start && bytes + size > max {
-            out.push(&paths[start..i]);
+            out.push(start..i);
             (start, bytes) = (i, 0);
         }
         bytes += size;
     }
-    if start < paths.len() {
-        out.push(&paths[start..]);
+    if start < sizes.len() {
+        out.push(start..sizes.len());
     }
     out
-}
-
-/// Move the files not yet read back to the staging folder.
-fn restage(staging: &Path, paths: &[PathBuf], done: &[(PathBuf, bool)]) {
-    let _ = std::fs::create_dir_all(staging);
-    for p in paths {
-        if done.iter().any(|(d, _)| d == p) {
-            continue;
-        }
-        if let Some(name) = p.file_name() {
-            let _ = std::fs::rename(p, staging.join(name));
-        }
-    }
-}
-
-fn job_names(paths: &[PathBuf]) -> Vec<String> {
-    paths
-        .iter()
-        .map(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect()
 }
 
 /// An error's message without the server's paths.
@@ -802,6 +892,7 @@ impl JobObserver<'_> {
     }
 
     fn checkpoint(&mut self) {
+        self.job.cancel_requested |= self.stop.load(Ordering::SeqCst);
         self.job.updated_ms = now_ms();
         if let Err(e) = self.jobs.put(self.job) {
             tracing::warn!("job {}: cannot checkpoint: {e}", self.job.id);
@@ -887,21 +978,9 @@ mod tests {
 
     #[test]
     fn files_are_grouped_by_size_in_order() {
-        let tmp = tempfile::tempdir().unwrap();
-        let sizes = [10usize, 50, 30, 200, 5, 5];
-        let paths: Vec<PathBuf> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let p = tmp.path().join(format!("f{i}.txt"));
-                std::fs::write(&p, vec![b'x'; *n]).unwrap();
-                p
-            })
-            .collect();
-        let g: Vec<usize> = groups(&paths, 64).iter().map(|g| g.len()).collect();
+        let sizes = [10u64, 50, 30, 200, 5, 5];
         // 10+50 | 30 (+200 is over) | 200 alone | 5+5
-        assert_eq!(g, [2, 1, 1, 2]);
-        assert_eq!(groups(&paths, 64).concat(), paths);
+        assert_eq!(groups(&sizes, 64), [0..2, 2..3, 3..4, 4..6]);
         assert!(groups(&[], 64).is_empty());
     }
 

@@ -183,7 +183,10 @@ impl App {
     /// One of the tenant's collections; another tenant's is not found.
     pub fn collection(&self, tenant: &Tenant, name: &str) -> Result<CollectionInfo, AppError> {
         let stored = require_collection(self.engine(), tenant, name)?;
-        let mut c = self.engine().collection(&stored)?;
+        let mut c = self
+            .engine()
+            .collection(&stored)
+            .map_err(|e| hide_gone(e, name))?;
         c.name = name.to_string();
         Ok(c)
     }
@@ -202,7 +205,12 @@ impl App {
     /// Delete one of the tenant's collections with everything in it.
     pub fn drop_collection(&self, tenant: &Tenant, name: &str) -> Result<(), AppError> {
         let stored = require_collection(self.engine(), tenant, name)?;
-        Ok(self.engine().drop_collection(&stored)?)
+        self.engine()
+            .drop_collection(&stored)
+            .map_err(|e| hide_gone(e, name))?;
+        // Its uploaded files go with it.
+        let _ = std::fs::remove_dir_all(jobs::Jobs::sources_dir(&self.data_dir, &stored));
+        Ok(())
     }
 
     /// Ingest files and folders into one of the tenant's collections (created when
@@ -354,6 +362,16 @@ pub fn search(
         }
     }
     Ok(out)
+}
+
+/// An engine error about one of the tenant's collections, with a NotFound that cannot list
+/// other tenants' collections (the engine's lists every stored name: a collection dropped
+/// between the tenant's check and the call would show them).
+pub(crate) fn hide_gone(e: neuralcore_engine::EngineError, name: &str) -> AppError {
+    match AppError::from(e) {
+        AppError::NotFound(_) => AppError::NotFound(format!("collection {name:?} does not exist")),
+        other => other,
+    }
 }
 
 /// The store's name of the tenant's collection `name`, or a NotFound error that lists

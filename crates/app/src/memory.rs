@@ -242,7 +242,12 @@ impl App {
             "api",
             now,
         )?;
-        let (ents, by) = memory_entities(self.config(), &m);
+        let (ents, mut by) = memory_entities(self.config(), &m);
+        if by.starts_with("rules (llm failed") {
+            // The LLM's error may name its endpoint: in the log, not the answer.
+            tracing::warn!("memory {}: entities by the rules: {by}", m.id);
+            by = "rules (the LLM failed; the server's log says why)".into();
+        }
         let entities = graph::link_entities(&store, &m, ents, "api", now)?;
         Ok(MemoryAdded {
             memory: shown(m),

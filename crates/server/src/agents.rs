@@ -79,11 +79,22 @@ pub async fn agents(AxumState(st): St, _caller: Caller) -> Result<Json<AgentList
     })
     .await
     .map_err(|e| ApiError::from(neuralcore_app::AppError::Internal(e.to_string())))?;
+    // Messages may name other agent files by their full path: by their names only.
+    let mut paths: Vec<std::path::PathBuf> = defs.iter().map(|d| d.path.clone()).collect();
+    paths.extend(errors.iter().map(|e| e.path.clone()));
+    paths.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
+    let scrub = |m: &str| {
+        let mut m = m.to_string();
+        for p in &paths {
+            m = m.replace(&*p.to_string_lossy(), &file_name(p));
+        }
+        m
+    };
     let agents = defs
-        .into_iter()
+        .iter()
         .map(|d| {
             let file = file_name(&d.path);
-            let mut v = serde_json::to_value(&d).unwrap_or(Value::Null);
+            let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
             if let Some(o) = v.as_object_mut() {
                 o.remove("path");
                 o.remove("body");
@@ -97,7 +108,7 @@ pub async fn agents(AxumState(st): St, _caller: Caller) -> Result<Json<AgentList
         .map(|e| AgentFileError {
             file: file_name(&e.path),
             line: e.line,
-            message: e.message,
+            message: scrub(&e.message),
         })
         .collect();
     Ok(Json(AgentList {

@@ -318,6 +318,10 @@ fn job_stream(
                         let ev = SseEvent::default().event("done").data(data);
                         return Some((Ok(ev), (None, last, true)));
                     }
+                    if jobs.is_shutting_down() {
+                        // The server is stopping: the job goes back to the queue.
+                        return None;
+                    }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     let (j, t, i) = (jobs.clone(), tenant.clone(), id.clone());
                     match tokio::task::spawn_blocking(move || j.get(&t, &i)).await {

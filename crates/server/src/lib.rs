@@ -241,8 +241,14 @@ pub async fn serve(
     state.jobs.start_worker(Arc::downgrade(&state.app));
     ready(bound);
     let jobs = state.jobs.clone();
+    let stopping = jobs.clone();
     let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // The job worker stops after its current file while requests drain (job
+            // event streams end then too).
+            stopping.begin_shutdown();
+        })
         .await;
     // The running job stops after its file and stays queued for the next start.
     tokio::task::spawn_blocking(move || jobs.shutdown(Duration::from_secs(30)))

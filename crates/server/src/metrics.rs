@@ -188,12 +188,16 @@ pub async fn track(AxumState(st): AxumState<Arc<State>>, req: Request, next: Nex
     resp
 }
 
-/// `GET /metrics` (an admin key when the server has keys).
+/// `GET /metrics` (an admin key of the default tenant when the server has keys).
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
 pub async fn metrics(AxumState(st): AxumState<Arc<State>>, caller: Caller) -> Response {
+    // Counts span every tenant: an operator's (the default tenant's admin) to read.
     if let Err(e) = caller.require(Scope::Admin) {
         return e.into_response();
+    }
+    if !caller.tenant().is_default() {
+        return crate::error::ApiError::forbidden("admin of the default tenant").into_response();
     }
     let jobs = st.jobs.clone();
     let counts = match st.blocking(move |_| jobs.counts_by_state()).await {

@@ -80,7 +80,14 @@ fn texts_and_files_upload_as_jobs_and_read_back_with_provenance() {
     let done = wait_job(a, None, &id);
     assert_eq!(done["state"], "indexed", "{done}");
     assert_eq!(done["counts"]["ingested"], 2, "{done}");
-    assert_eq!(done["files"], json!(["tides.json", "text-2.json"]));
+    let files = done["files"].as_array().unwrap();
+    assert_eq!(files[0], "tides.json");
+    // An unnamed text is named by its content.
+    let unnamed = files[1].as_str().unwrap();
+    assert!(
+        unnamed.starts_with("text-") && unnamed.len() == "text-".len() + 12 + ".json".len(),
+        "{unnamed}"
+    );
 
     // Files as multipart: markdown, and a text file with invalid UTF-8 (kept, with a
     // warning).
@@ -442,4 +449,46 @@ fn a_cancelled_job_stops_and_keeps_what_it_finished() {
     // A cancelled job stays cancelled.
     let again = req(a, "POST", &format!("/v1/jobs/{id}/cancel"), None, None).json();
     assert_eq!(again["state"], "cancelled");
+}
+
+#[test]
+fn a_failed_reupload_keeps_the_earlier_version() {
+    let s = server(loopback(), |_| {});
+    let a = s.addr;
+    let path = "/v1/collections/notes/documents";
+    let good = br#"{"title": "Tides", "text": "Spring tides follow the new and the full Moon."}"#;
+    let r = multipart(a, path, None, &[("tides.json", good)]);
+    assert_eq!(
+        wait_job(a, None, r.json()["id"].as_str().unwrap())["state"],
+        "indexed"
+    );
+    // The same name again, unreadable: the job reports it, the earlier file stays.
+    let r = multipart(a, path, None, &[("tides.json", b"{\"text\": ")]);
+    let done = wait_job(a, None, r.json()["id"].as_str().unwrap());
+    assert_eq!(done["counts"]["failed"], 1, "{done}");
+    let on_disk = s._tmp.path().join("data/sources/notes/tides.json");
+    assert_eq!(std::fs::read(&on_disk).unwrap(), good);
+    let hits = req(
+        a,
+        "POST",
+        "/v1/search",
+        None,
+        Some(&json!({"query": "spring tides", "collection": "notes", "k": 3})),
+    )
+    .json();
+    assert!(hits.to_string().contains("Spring tides"), "{hits}");
+    // A good new version replaces it.
+    let newer = br#"{"title": "Tides", "text": "Neap tides come with the quarter Moons."}"#;
+    let r = multipart(a, path, None, &[("tides.json", newer)]);
+    assert_eq!(
+        wait_job(a, None, r.json()["id"].as_str().unwrap())["state"],
+        "indexed"
+    );
+    assert_eq!(std::fs::read(&on_disk).unwrap(), newer);
+    // Deleting the collection deletes its uploads.
+    assert_eq!(
+        req(a, "DELETE", "/v1/collections/notes", None, None).status,
+        204
+    );
+    assert!(!on_disk.exists());
 }

@@ -435,9 +435,13 @@ fn metrics_count_routes_stages_and_jobs_without_ids_or_tenants() {
             let (k, _) = ks.create_key("acme", scope, "").unwrap();
             made.insert(scope.name(), k);
         }
+        let (k, _) = ks.create_key("default", Scope::Admin, "ops").unwrap();
+        made.insert("operator", k);
     });
     let a = s.addr;
-    let (read, admin) = (made["read"].as_str(), made["admin"].as_str());
+    let (read, admin) = (made["read"].as_str(), made["operator"].as_str());
+    // Counts span tenants: a tenant's own admin cannot read them.
+    req(a, "GET", "/metrics", Some(&made["admin"]), None).problem(403, "forbidden");
     let q = json!({"query": "rocket launch", "collection": "docs", "k": 3});
     for _ in 0..3 {
         assert_eq!(
