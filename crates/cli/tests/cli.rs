@@ -1396,6 +1396,8 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
     let st = Path::new(&python).with_file_name("schemathesis");
     let out = Command::new(st)
+        // schemathesis keeps a cache in its working folder: not in the source tree.
+        .current_dir(tmp.path())
         .env("NEURALCORE_KEY", &key)
         .args(["--no-color", "--config-file"])
         .arg(clients.join("schemathesis.toml"))
