@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::routes::CancelOnDrop;
 use crate::wire::ApiJson;
 use crate::State;
 
@@ -363,15 +364,6 @@ fn usage(question: &str, content: &str) -> Usage {
         prompt_tokens: p,
         completion_tokens: c,
         total_tokens: p + c,
-    }
-}
-
-/// Cancels its run when dropped (the client went away).
-struct CancelOnDrop(Cancel);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.cancel();
     }
 }
 

@@ -203,7 +203,7 @@ pub async fn search(
 
 /// Cancels the run it guards when dropped: a handler future or stream the server drops
 /// because its client went away stops the loop at its next stage.
-struct CancelOnDrop(Cancel);
+pub(crate) struct CancelOnDrop(pub(crate) Cancel);
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
