@@ -500,3 +500,58 @@ fn agents_and_tools_are_listed_without_server_paths() {
         "{text}"
     );
 }
+
+#[test]
+fn two_tenants_asking_at_once_never_see_each_other() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| {
+        for t in ["acme", "globex"] {
+            ks.create_tenant(t).unwrap();
+            let (k, _) = ks.create_key(t, Scope::Write, "").unwrap();
+            made.insert(t.to_string(), k);
+        }
+    });
+    let a = s.addr;
+    // Each tenant's words, and the other's it must never be shown.
+    let cases = [
+        (made["acme"].clone(), "Kourou", "volcano"),
+        (made["globex"].clone(), "volcano", "Kourou"),
+    ];
+    let mut handles = Vec::new();
+    for (key, mine, theirs) in cases {
+        for worker in 0..3 {
+            let key = key.clone();
+            handles.push(std::thread::spawn(move || {
+                let q = "rocket launch Kourou volcano lair Cyprus";
+                for i in 0..6 {
+                    let (path, body) = match (i + worker) % 3 {
+                        0 => (
+                            "/v1/search",
+                            json!({"query": q, "collection": "docs", "k": 10}),
+                        ),
+                        1 => (
+                            "/v1/ask",
+                            json!({"question": format!("Where is the {q}?"), "collection": "docs"}),
+                        ),
+                        _ => ("/v1/collections", json!(null)),
+                    };
+                    let r = if body.is_null() {
+                        req(a, "GET", path, Some(&key), None)
+                    } else {
+                        req(a, "POST", path, Some(&key), Some(&body))
+                    };
+                    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                    // The answer echoes the query: look past it.
+                    let text = String::from_utf8_lossy(&r.body).replace(q, "");
+                    assert!(!text.contains(theirs), "{path} leaked {theirs}: {text}");
+                    if path == "/v1/search" {
+                        assert!(text.contains(mine), "{path} lost {mine}: {text}");
+                    }
+                }
+            }));
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+}
