@@ -6,7 +6,7 @@ use std::path::Path;
 use neuralcore_core::{parse_doc_id, Chunk, DocumentRecord, SourceRecord};
 use serde::Serialize;
 
-use crate::jobs::{public_source_id, Jobs, UPLOAD_SCHEME};
+use crate::jobs::{Jobs, PublicNames, UPLOAD_SCHEME};
 use crate::{require_collection, App, AppError, Tenant};
 
 /// The version of the source, document and chunk shapes.
@@ -66,9 +66,10 @@ fn public_record(
     mut rec: DocumentRecord,
 ) -> DocumentRecord {
     rec.collection = name.to_string();
+    let names = PublicNames::new(data_dir, stored);
     for p in &mut rec.provenance {
-        p.source_id = public_source_id(data_dir, stored, &p.source_id);
-        p.uri = public_source_id(data_dir, stored, &p.uri);
+        p.source_id = names.of(&p.source_id);
+        p.uri = names.of(&p.uri);
     }
     rec
 }
@@ -77,14 +78,14 @@ impl App {
     /// The sources of one of the tenant's collections.
     pub fn sources(&self, tenant: &Tenant, collection: &str) -> Result<Vec<SourceInfo>, AppError> {
         let stored = require_collection(self.engine(), tenant, collection)?;
-        let dir = self.data_dir();
+        let names = PublicNames::new(self.data_dir(), &stored);
         Ok(self
             .engine()
             .sources(&stored)
             .map_err(|e| crate::hide_gone(e, collection))?
             .into_iter()
             .map(|s: SourceRecord| SourceInfo {
-                id: public_source_id(dir, &stored, &s.source_id),
+                id: names.of(&s.source_id),
                 loader: s.loader,
                 byte_size: s.byte_size,
                 raw_sha256: s.raw_sha256,
@@ -104,13 +105,14 @@ impl App {
     ) -> Result<neuralcore_engine::RemoveSummary, AppError> {
         let stored = require_collection(self.engine(), tenant, collection)?;
         let dir = self.data_dir();
+        let names = PublicNames::new(dir, &stored);
         // Exact ids only: the engine's folder matching is for the CLI's paths.
         let source = self
             .engine()
             .sources(&stored)
             .map_err(|e| crate::hide_gone(e, collection))?
             .into_iter()
-            .find(|s| public_source_id(dir, &stored, &s.source_id) == id)
+            .find(|s| names.of(&s.source_id) == id)
             .ok_or_else(|| {
                 AppError::NotFound(format!("no source {id:?} in collection {collection:?}"))
             })?;

@@ -21,6 +21,7 @@ use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::{App, AppError, Tenant};
+use neuralcore_memory::now_ms;
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 
@@ -226,13 +227,6 @@ pub fn check_upload_name(name: &str) -> Result<(), AppError> {
         );
     }
     Ok(())
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn internal(e: impl std::fmt::Display) -> AppError {
@@ -956,20 +950,33 @@ impl neuralcore_engine::IngestObserver for JobObserver<'_> {
     }
 }
 
-/// The name a front end shows for a stored source: `upload:<name>` for an uploaded one,
-/// else the source id as stored (a path or URI the tenant's own CLI ingested).
-pub fn public_source_id(data_dir: &Path, stored_collection: &str, source_id: &str) -> String {
-    let dir = Jobs::sources_dir(data_dir, stored_collection);
-    for d in [std::fs::canonicalize(&dir).ok(), Some(dir)]
-        .into_iter()
-        .flatten()
-    {
-        let prefix = format!("{}/", d.to_string_lossy());
-        if let Some(rest) = source_id.strip_prefix(&prefix) {
-            return format!("{UPLOAD_SCHEME}{rest}");
-        }
+/// The names front ends show for one collection's sources: `upload:<name>` for an
+/// uploaded one, else the source id as stored (a path or URI the tenant's own CLI
+/// ingested). Made once per answer: the folder is resolved once, not per source.
+pub struct PublicNames {
+    prefixes: Vec<String>,
+}
+
+impl PublicNames {
+    /// The names of `stored_collection`'s sources in `data_dir`.
+    pub fn new(data_dir: &Path, stored_collection: &str) -> PublicNames {
+        let dir = Jobs::sources_dir(data_dir, stored_collection);
+        let prefixes = [std::fs::canonicalize(&dir).ok(), Some(dir)]
+            .into_iter()
+            .flatten()
+            .map(|d| format!("{}/", d.to_string_lossy()))
+            .collect();
+        PublicNames { prefixes }
     }
-    source_id.to_string()
+
+    /// The public name of `source_id`.
+    pub fn of(&self, source_id: &str) -> String {
+        self.prefixes
+            .iter()
+            .find_map(|p| source_id.strip_prefix(p.as_str()))
+            .map(|rest| format!("{UPLOAD_SCHEME}{rest}"))
+            .unwrap_or_else(|| source_id.to_string())
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::{AppError, Tenant};
+use neuralcore_memory::now_ms;
 
 const TENANTS: TableDefinition<&str, &[u8]> = TableDefinition::new("tenants");
 const KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("keys");
@@ -98,13 +99,6 @@ pub struct Principal {
 /// The tenants and keys of a data dir.
 pub struct KeyStore {
     db: redb::Database,
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn internal(e: impl std::fmt::Display) -> AppError {

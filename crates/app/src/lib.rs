@@ -265,11 +265,9 @@ impl App {
         };
         let mut report = o.ask(&tenant.run_id(run_id), question, &opts)?;
         // The report speaks the caller's names.
+        let names = jobs::PublicNames::new(&self.data_dir, &opts.collection);
         for c in &mut report.citations {
-            c.source = c
-                .source
-                .take()
-                .map(|s| jobs::public_source_id(&self.data_dir, &opts.collection, &s));
+            c.source = c.source.take().map(|s| names.of(&s));
         }
         report.collection = opts_collection_name(tenant, &report.collection);
         report.run_id = run_id.to_string();
@@ -350,14 +348,12 @@ pub fn search(
     )?;
     let mut out = SearchResponse::new(&req.query, &req.collection, &res);
     if let Some(dir) = engine.data_dir() {
+        let names = jobs::PublicNames::new(dir, &stored);
         for h in &mut out.hits {
-            h.path = h
-                .path
-                .take()
-                .map(|p| jobs::public_source_id(dir, &stored, &p));
+            h.path = h.path.take().map(|p| names.of(&p));
             for p in &mut h.provenance {
-                p.source_id = jobs::public_source_id(dir, &stored, &p.source_id);
-                p.uri = jobs::public_source_id(dir, &stored, &p.uri);
+                p.source_id = names.of(&p.source_id);
+                p.uri = names.of(&p.uri);
             }
         }
     }

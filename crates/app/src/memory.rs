@@ -12,16 +12,10 @@ use neuralcore_memory::{
 use serde::{Deserialize, Serialize};
 
 use crate::{App, AppError, Tenant};
+use neuralcore_memory::now_ms;
 
 /// Longest memory text over the API, in characters (the store's 64 KiB in any UTF-8).
 pub const MAX_MEMORY_CHARS: usize = neuralcore_memory::MAX_TEXT_BYTES / 4;
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 fn invalid(e: impl Into<String>) -> AppError {
     AppError::InvalidInput(e.into())
