@@ -103,6 +103,7 @@ impl App {
         collection: &str,
         id: &str,
     ) -> Result<neuralcore_engine::RemoveSummary, AppError> {
+        let _writing = self.writing();
         let stored = require_collection(self.engine(), tenant, collection)?;
         let dir = self.data_dir();
         let names = PublicNames::new(dir, &stored);

@@ -53,6 +53,9 @@ pub struct App {
     orchestrator: Orchestrator,
     memory: OnceLock<Result<Arc<MemoryStore>, String>>,
     jobs: OnceLock<Result<Arc<Jobs>, String>>,
+    /// Held by every change of a collection's documents (ingest, a source's removal, a
+    /// drop): a collection is never dropped under an ingest writing to its indexes.
+    writes: std::sync::Mutex<()>,
 }
 
 impl App {
@@ -109,6 +112,7 @@ impl App {
             },
             memory: OnceLock::new(),
             jobs: OnceLock::new(),
+            writes: std::sync::Mutex::new(()),
         })
     }
 
@@ -204,6 +208,7 @@ impl App {
 
     /// Delete one of the tenant's collections with everything in it.
     pub fn drop_collection(&self, tenant: &Tenant, name: &str) -> Result<(), AppError> {
+        let _writing = self.writing();
         let stored = require_collection(self.engine(), tenant, name)?;
         self.engine()
             .drop_collection(&stored)
@@ -223,9 +228,15 @@ impl App {
         obs: &mut dyn neuralcore_engine::IngestObserver,
     ) -> Result<neuralcore_engine::IngestSummary, AppError> {
         let stored = tenant.stored(collection)?;
+        let _writing = self.writing();
         let mut summary = self.engine().ingest(paths, &stored, obs)?;
         summary.collection = collection.to_string();
         Ok(summary)
+    }
+
+    /// The lock every change of a collection's documents holds.
+    pub(crate) fn writing(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Search one of the tenant's collections.
