@@ -316,7 +316,7 @@ pub fn bench_http(args: &[String]) -> Result<(), String> {
                                 ..Default::default()
                             };
                             let run = neuralcore_app::new_run_id("bench");
-                            app.ask(&tenant, &run, q, &opts, false, None).is_ok()
+                            app.ask(&tenant, &run, q, &opts, false).is_ok()
                         }
                     };
                     let ms = t.elapsed().as_secs_f64() * 1e3;

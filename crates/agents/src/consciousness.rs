@@ -20,18 +20,23 @@
 //! from what is kept so far, or the engine abstains.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neuralcore_core::parse_doc_id;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+use neuralcore_mind::Scope;
 
 use crate::agent::AgentContext;
 use crate::crag::{
-    latest, Answer, AnswerSentence, Candidate, Decision, Graded, Plan, Reflection, Switches,
+    latest, Answer, AnswerSentence, Candidate, Decision, Evidence, Graded, Plan, Reflection, Strip,
+    Switches, Verdict,
 };
-use crate::orchestrator::{final_chunks, Orchestrator, RoleReport, RETRIEVAL_ROLES};
-use crate::tool::{Cancel, Deadline, ToolResult, ToolStatus};
+use crate::events::{EventSink, LoopEvent, RefinedStrip, RetrievedHit};
+use crate::orchestrator::{final_chunks, Orchestrator, RETRIEVAL_ROLES};
+use crate::tool::{Cancel, Clock, Deadline, ToolResult, ToolStatus};
 use crate::AgentError;
 
 /// Version of the `ask --json` output.
@@ -41,7 +46,7 @@ pub const SCHEMA: &str = "neuralcore.ask/v1";
 pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
 
 /// How to answer.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct AskOptions {
     /// The collection to search.
     pub collection: String,
@@ -63,10 +68,28 @@ pub struct AskOptions {
     /// The caller's cancellation: set, the loop stops at its next stage and the run
     /// ends in [`AgentError::Cancelled`] (a front end whose client went away).
     pub cancel: Cancel,
+    /// Where the loop's events go as they happen (none: nowhere).
+    pub events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for AskOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AskOptions")
+            .field("collection", &self.collection)
+            .field("switches", &self.switches)
+            .field("max_iterations", &self.max_iterations)
+            .field("deadline_ms", &self.deadline_ms)
+            .field("session", &self.session)
+            .field("project", &self.project)
+            .field("tenant", &self.tenant)
+            .field("cancel", &self.cancel)
+            .field("events", &self.events.as_ref().map(|_| "sink"))
+            .finish()
+    }
 }
 
 /// A trust signal the loop sent to a recalled memory.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MemorySignal {
     /// Memory id.
     pub id: String,
@@ -287,7 +310,7 @@ pub fn session_key(id: &str) -> Result<String, AgentError> {
 }
 
 /// One stage of one iteration.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StageTrace {
     /// The role.
     pub stage: String,
@@ -300,7 +323,7 @@ pub struct StageTrace {
 }
 
 /// One iteration of the loop.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IterationTrace {
     /// From 1.
     pub n: u32,
@@ -321,15 +344,17 @@ pub struct IterationTrace {
 }
 
 /// A citation as `ask` reports it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CitationOut {
     /// The number in the answer text.
     pub n: usize,
-    /// Document id.
+    /// What is cited: a chunk of a document, or a memory.
+    pub evidence: Evidence,
+    /// Document id (a memory's id, for a memory).
     pub doc: String,
-    /// `<doc>#<ordinal>`.
+    /// `<doc>#<ordinal>` (`memory:<id>`, for a memory).
     pub chunk: String,
-    /// Chunk ordinal.
+    /// Chunk ordinal (0 for a memory).
     pub ordinal: u32,
     /// Document title.
     pub title: String,
@@ -346,7 +371,7 @@ pub struct CitationOut {
 }
 
 /// LLM use.
-#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Cost {
     /// LLM tokens (prompt + completion).
     pub tokens: u64,
@@ -355,7 +380,7 @@ pub struct Cost {
 }
 
 /// Budgets and their use.
-#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BudgetUse {
     /// Iterations allowed.
     pub max_iterations: u32,
@@ -376,10 +401,10 @@ pub struct BudgetUse {
 }
 
 /// Everything `ask` reports (the `--json` schema, see `docs/ask-json.md`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AskReport {
     /// [`SCHEMA`].
-    pub schema: &'static str,
+    pub schema: String,
     /// The question.
     pub question: String,
     /// The collection.
@@ -422,13 +447,134 @@ pub struct AskReport {
 }
 
 impl Orchestrator {
-    /// Answer `question` with the control loop in the run scope `run_id`.
+    /// Answer `question` with the control loop in the run scope `run_id`. Each step is
+    /// sent to `opts.events` as it happens (a failed run ends with
+    /// [`LoopEvent::Error`]).
     pub fn ask(
         &self,
         run_id: &str,
         question: &str,
         opts: &AskOptions,
     ) -> Result<AskReport, AgentError> {
+        // With a sink, an LLM answer's draft goes to it too, as `delta` events.
+        let with_deltas;
+        let o = match &opts.events {
+            Some(sink) => {
+                let mut o = self.clone();
+                let before = o.services.on_delta.take();
+                let sink = sink.clone();
+                o.services.on_delta = Some(Arc::new(move |d: &str| {
+                    if let Some(b) = &before {
+                        b(d);
+                    }
+                    sink(&LoopEvent::Delta { text: d.into() });
+                }));
+                with_deltas = o;
+                &with_deltas
+            }
+            None => self,
+        };
+        let report = Run::start(o, run_id, question, opts).and_then(Run::answer);
+        if let (Err(e), Some(sink)) = (&report, &opts.events) {
+            sink(&LoopEvent::Error {
+                message: e.to_string(),
+            });
+        }
+        report
+    }
+
+    fn citations_out(&self, collection: &str, a: &Answer) -> Result<Vec<CitationOut>, AgentError> {
+        let store = self.services.engine.store();
+        let mut out = Vec::new();
+        for c in &a.citations {
+            let (doc, chunk, ordinal, source, locator, external_id) = match &c.evidence {
+                Evidence::Chunk { doc, ordinal } => {
+                    let prov = parse_doc_id(doc)
+                        .map(|k| store.document(collection, k))
+                        .transpose()
+                        .map_err(|e| AgentError::Tool(e.to_string()))?
+                        .flatten()
+                        .and_then(|d| d.provenance.into_iter().next());
+                    (
+                        doc.clone(),
+                        format!("{doc}#{ordinal}"),
+                        *ordinal,
+                        prov.as_ref().map(|p| p.uri.clone()),
+                        prov.as_ref().and_then(|p| p.locator.clone()),
+                        prov.and_then(|p| p.external_id),
+                    )
+                }
+                Evidence::Memory { id } => (
+                    id.clone(),
+                    c.evidence.to_string(),
+                    0,
+                    Some(c.evidence.to_string()),
+                    None,
+                    None,
+                ),
+            };
+            out.push(CitationOut {
+                n: c.n,
+                evidence: c.evidence.clone(),
+                doc,
+                chunk,
+                ordinal,
+                title: c.title.clone(),
+                span: c.span,
+                text: c.text.clone(),
+                source,
+                locator,
+                external_id,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Who writes the loop's own keys (`input.*`, `loop.*`).
+const ME: &str = "consciousness";
+
+/// One run of the loop: its budgets and everything it has found so far. Each phase is
+/// a method that reads and extends it and reports what it did as [`LoopEvent`]s.
+struct Run<'a> {
+    o: &'a Orchestrator,
+    opts: &'a AskOptions,
+    run_id: &'a str,
+    question: &'a str,
+    start: Instant,
+    scope: Scope,
+    /// Budget decisions read the services' clock (a test's may stand still); the
+    /// timings in the report are real.
+    clock: Arc<dyn Clock>,
+    deadline: Option<Deadline>,
+    deadline_ms: u64,
+    max_iterations: u32,
+    max_tokens: Option<u64>,
+    max_cost: Option<f64>,
+    session_key: Option<String>,
+    session: Session,
+    switches: Switches,
+    cost: Cost,
+    failures: Vec<String>,
+    decisions: Vec<String>,
+    skipped: Vec<String>,
+    iterations: Vec<IterationTrace>,
+    /// Sub-queries retrieved for so far.
+    tried: Vec<String>,
+    /// This iteration's verdicts as grading left them (verification's changes are
+    /// reported against them).
+    graded: Vec<Graded>,
+    stopped: String,
+}
+
+impl<'a> Run<'a> {
+    /// Checks the question, sets the budgets and writes the run's input.
+    fn start(
+        o: &'a Orchestrator,
+        run_id: &'a str,
+        question: &'a str,
+        opts: &'a AskOptions,
+    ) -> Result<Self, AgentError> {
         let start = Instant::now();
         if question.trim().is_empty() {
             return Err(AgentError::Invalid("the question is empty".into()));
@@ -441,12 +587,9 @@ impl Orchestrator {
             )));
         }
         let question = question.trim();
-        let cfg = self.services.engine.config().control.clone();
-        let max_iterations = opts.max_iterations.unwrap_or(cfg.max_iterations).max(1);
+        let cfg = o.services.engine.config().control.clone();
         let deadline_ms = opts.deadline_ms.unwrap_or(cfg.deadline_ms);
-        // Budget decisions read the services' clock (a test's may stand still); the
-        // timings in the report are real.
-        let clock = self.services.clock.clone();
+        let clock = o.services.clock.clone();
         let deadline = (deadline_ms > 0).then(|| {
             Deadline::after(
                 clock.clone(),
@@ -454,294 +597,548 @@ impl Orchestrator {
                 Duration::from_millis(deadline_ms),
             )
         });
-        let max_tokens = (cfg.max_tokens > 0).then_some(cfg.max_tokens);
-        let max_cost = (cfg.max_cost_usd > 0.0).then_some(cfg.max_cost_usd);
-
         let session_key = opts.session.as_deref().map(session_key).transpose()?;
-        let scope = self.mind.run(run_id)?;
-        let me = "consciousness";
-        let mut switches = opts.switches;
+        let scope = o.mind.run(run_id)?;
         let mut session = Session::default();
         if let Some(k) = &session_key {
-            session = self
+            session = o
                 .mind
                 .global()
                 .read(k)?
                 .map(|e| Session::from_value(e.value))
                 .unwrap_or_default();
-            scope.write("session.turns", json!(session.turns), me, None)?;
-            scope.write("session.summary", json!(session.summary), me, None)?;
+            scope.write("session.turns", json!(session.turns), ME, None)?;
+            scope.write("session.summary", json!(session.summary), ME, None)?;
         }
-        scope.write("input.query", json!(question), me, None)?;
-        scope.write("input.collection", json!(opts.collection), me, None)?;
+        scope.write("input.query", json!(question), ME, None)?;
+        scope.write("input.collection", json!(opts.collection), ME, None)?;
         if let Some(p) = &opts.project {
-            scope.write("input.project", json!(p), me, None)?;
+            scope.write("input.project", json!(p), ME, None)?;
         }
         let tenant = if opts.tenant.is_empty() {
             "default"
         } else {
             opts.tenant.as_str()
         };
-        scope.write("input.tenant", json!(tenant), me, None)?;
-        scope.write("loop.switches", json!(switches), me, None)?;
-        scope.write("loop.tried", json!([]), me, None)?;
-        let cancel = opts.cancel.clone();
-        let ctx = AgentContext {
-            mind: &scope,
-            services: &self.services,
-            deadline: deadline.clone(),
-            cancel: &cancel,
-        };
-        let mut cost = Cost::default();
-        let mut failures = Vec::new();
-        let mut decisions = Vec::new();
-        let mut skipped = Vec::new();
-        let mut iterations = Vec::new();
-        let mut tried: Vec<String> = Vec::new();
-        let mut stopped = String::from("max iterations reached");
-        // What is left of the LLM budget, for the stages that call it.
-        let write_budget = |cost: &Cost| {
-            scope.write(
-                "loop.budget",
-                json!({
-                    "tokens": max_tokens.map(|m| m.saturating_sub(cost.tokens)),
-                    "cost_usd": max_cost.map(|m| (m - cost.usd).max(0.0)),
-                }),
-                me,
-                None,
-            )
-        };
-        let remaining = || deadline.as_ref().map(Deadline::remaining);
-        let short_of_time = |frac: f64| {
-            remaining().is_some_and(|r| r.as_secs_f64() * 1e3 < frac * deadline_ms as f64)
-        };
+        scope.write("input.tenant", json!(tenant), ME, None)?;
+        scope.write("loop.switches", json!(opts.switches), ME, None)?;
+        scope.write("loop.tried", json!([]), ME, None)?;
+        Ok(Run {
+            o,
+            opts,
+            run_id,
+            question,
+            start,
+            scope,
+            clock,
+            deadline,
+            deadline_ms,
+            max_iterations: opts.max_iterations.unwrap_or(cfg.max_iterations).max(1),
+            max_tokens: (cfg.max_tokens > 0).then_some(cfg.max_tokens),
+            max_cost: (cfg.max_cost_usd > 0.0).then_some(cfg.max_cost_usd),
+            session_key,
+            session,
+            switches: opts.switches,
+            cost: Cost::default(),
+            failures: Vec::new(),
+            decisions: Vec::new(),
+            skipped: Vec::new(),
+            iterations: Vec::new(),
+            tried: Vec::new(),
+            graded: Vec::new(),
+            stopped: String::from("max iterations reached"),
+        })
+    }
 
-        for n in 1..=max_iterations {
-            if cancel.is_cancelled() {
+    fn emit(&self, event: LoopEvent) {
+        if let Some(sink) = &self.opts.events {
+            sink(&event);
+        }
+    }
+
+    fn ctx(&self) -> AgentContext<'_> {
+        AgentContext {
+            mind: &self.scope,
+            services: &self.o.services,
+            deadline: self.deadline.clone(),
+            cancel: &self.opts.cancel,
+        }
+    }
+
+    fn remaining(&self) -> Option<Duration> {
+        self.deadline.as_ref().map(Deadline::remaining)
+    }
+
+    /// Less than `frac` of the deadline is left.
+    fn short_of_time(&self, frac: f64) -> bool {
+        self.remaining()
+            .is_some_and(|r| r.as_secs_f64() * 1e3 < frac * self.deadline_ms as f64)
+    }
+
+    fn llm_budget_spent(&self) -> bool {
+        self.max_tokens.is_some_and(|m| self.cost.tokens >= m)
+            || self.max_cost.is_some_and(|m| self.cost.usd >= m)
+    }
+
+    /// What is left of the LLM budget, for the stages that call it.
+    fn write_budget(&self) -> Result<(), AgentError> {
+        self.scope.write(
+            "loop.budget",
+            json!({
+                "tokens": self.max_tokens.map(|m| m.saturating_sub(self.cost.tokens)),
+                "cost_usd": self.max_cost.map(|m| (m - self.cost.usd).max(0.0)),
+            }),
+            ME,
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Runs the agents or tools of `role` on the run's scope and reports the stage.
+    fn stage(&mut self, iteration: Option<u32>, role: &str) -> StageTrace {
+        let t = Instant::now();
+        let r = self.o.run_role(&self.ctx(), role);
+        self.record(iteration, role, t, r.results().cloned().collect())
+    }
+
+    /// A stage's trace from its tools' results: their cost and failures counted, and
+    /// reported.
+    fn record(
+        &mut self,
+        iteration: Option<u32>,
+        role: &str,
+        t: Instant,
+        results: Vec<ToolResult>,
+    ) -> StageTrace {
+        for res in &results {
+            self.cost.tokens += res.metrics.tokens;
+            self.cost.usd += res.metrics.cost_usd;
+            self.note_failure(iteration, res);
+        }
+        let trace = StageTrace {
+            stage: role.into(),
+            ms: ms(t),
+            skipped: results
+                .is_empty()
+                .then(|| "no agent or tool takes this role".to_string()),
+            results,
+        };
+        self.emit(LoopEvent::Stage {
+            iteration,
+            stage: trace.clone(),
+        });
+        trace
+    }
+
+    fn skip(&mut self, it: &mut IterationTrace, role: &str, why: &str) {
+        let trace = StageTrace {
+            stage: role.into(),
+            ms: 0.0,
+            skipped: Some(why.into()),
+            results: Vec::new(),
+        };
+        self.emit(LoopEvent::Stage {
+            iteration: Some(it.n),
+            stage: trace.clone(),
+        });
+        it.stages.push(trace);
+    }
+
+    fn note_failure(&mut self, iteration: Option<u32>, r: &ToolResult) {
+        if let ToolStatus::Failed { transient } = r.status {
+            self.failures.push(format!(
+                "{}: {}{}",
+                r.tool,
+                r.message,
+                if transient { " (transient)" } else { "" }
+            ));
+            self.emit(LoopEvent::Failure {
+                iteration,
+                tool: r.tool.clone(),
+                message: r.message.clone(),
+                transient,
+            });
+        }
+    }
+
+    /// The loop, then the answer.
+    fn answer(mut self) -> Result<AskReport, AgentError> {
+        for n in 1..=self.max_iterations {
+            if self.opts.cancel.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
-            let it_start = Instant::now();
-            let it_clock = clock.now();
-            scope.write("loop.iteration", json!(n), me, None)?;
-            write_budget(&cost)?;
-            // OBSERVE: what the blackboard holds, by key, whoever wrote it.
-            let mut observed: BTreeMap<String, usize> = BTreeMap::new();
-            for k in scope.list_keys("*")? {
-                let ns = k.split_once('.').map(|x| x.0).unwrap_or(&k).to_string();
-                *observed.entry(ns).or_default() += 1;
-            }
-            let mut it = IterationTrace {
-                n,
-                observed,
-                decision: None,
-                plan: None,
-                queries: Vec::new(),
-                stages: Vec::new(),
-                reflection: None,
-                ms: 0.0,
-            };
-            let stage = |it: &mut IterationTrace,
-                         role: &str,
-                         cost: &mut Cost,
-                         failures: &mut Vec<String>| {
-                let t = Instant::now();
-                let r = self.run_role(&ctx, role);
-                it.stages.push(trace(role, t, &r, cost, failures));
-            };
-
-            // DECIDE
-            stage(&mut it, "decide", &mut cost, &mut failures);
-            let decision = latest::<Decision>(&scope, "decision")?
-                .filter(|d| d.iteration == n)
-                .map(|d| d.data);
-            it.decision = decision.clone();
-            let retrieve = decision.as_ref().is_none_or(|d| d.retrieve);
-            if let Some(d) = &decision {
-                decisions.push(format!("iteration {n}: {}: {}", d.kind, d.reason));
-            }
-            if !retrieve {
-                stopped = format!(
-                    "no retrieval: {}",
-                    decision.map(|d| d.reason).unwrap_or_default()
-                );
-                it.ms = ms(it_start);
-                iterations.push(it);
-                break;
-            }
-
-            // PLAN
-            stage(&mut it, "plan", &mut cost, &mut failures);
-            let plan = latest::<Plan>(&scope, "plan")?
-                .filter(|p| p.iteration == n)
-                .map(|p| p.data);
-            let mut queries: Vec<String> = match &plan {
-                Some(p) => p.queries.clone(),
-                None if n == 1 => vec![question.to_string()],
-                None => Vec::new(),
-            };
-            queries.retain(|q| !q.trim().is_empty() && !tried.contains(q));
-            it.plan = plan;
-            if queries.is_empty() {
-                stopped = "nothing new to look for".into();
-                it.ms = ms(it_start);
-                iterations.push(it);
-                break;
-            }
-            if let Some(p) = &it.plan {
-                decisions.push(format!(
-                    "iteration {n}: plan: {} ({}), {} queries: {}",
-                    p.task,
-                    p.complexity,
-                    queries.len(),
-                    p.reason
-                ));
-            }
-
-            // RETRIEVE, each sub-query in a child scope of its own.
-            let t = Instant::now();
-            let mut results = Vec::new();
-            let mut candidates: Vec<Candidate> = Vec::new();
-            for (j, q) in queries.iter().enumerate() {
-                let child_id = format!("{run_id}-i{n}q{j}");
-                let child = self.mind.run(&child_id)?;
-                child.write("input.query", json!(q), me, None)?;
-                child.write("input.collection", json!(opts.collection), me, None)?;
-                let cctx = AgentContext {
-                    mind: &child,
-                    services: &self.services,
-                    deadline: deadline.clone(),
-                    cancel: &cancel,
-                };
-                for role in RETRIEVAL_ROLES {
-                    let r = self.run_role(&cctx, role);
-                    for res in r.results() {
-                        note_failure(res, &mut failures);
-                        results.push(res.clone());
-                    }
-                }
-                if let Some((_, hits)) = final_chunks(&child)? {
-                    let top_k = self.services.engine.config().grade.top_k;
-                    for (rank, h) in hits.into_iter().take(top_k).enumerate() {
-                        candidates.push(Candidate {
-                            doc: neuralcore_core::doc_id(h.doc),
-                            ordinal: h.ordinal,
-                            score: h.score,
-                            rank,
-                            query: q.clone(),
-                            iteration: n,
-                        });
-                    }
-                }
-                self.mind.drop_run(&child_id)?;
-            }
-            tried.extend(queries.iter().cloned());
-            scope.write("loop.tried", json!(tried), me, None)?;
-            scope.write("loop.candidates", json!(candidates), me, None)?;
-            it.stages.push(StageTrace {
-                stage: "retrieve".into(),
-                ms: ms(t),
-                skipped: None,
-                results,
-            });
-            it.queries = queries;
-
-            // GRADE, VERIFY, REFINE
-            stage(&mut it, "grade", &mut cost, &mut failures);
-            if !switches.skip_expensive && short_of_time(0.5) {
-                switches.skip_expensive = true;
-                scope.write("loop.switches", json!(switches), me, None)?;
-                skipped.push(format!(
-                    "iteration {n}: web verification and LLM calls (deadline)"
-                ));
-                decisions.push(format!(
-                    "iteration {n}: budget: less than half the deadline left, expensive stages skipped"
-                ));
-            }
-            if switches.no_verify {
-                it.stages
-                    .push(skipped_stage("verify", "switched off (--no-verify)"));
-            } else {
-                stage(&mut it, "verify", &mut cost, &mut failures);
-            }
-            stage(&mut it, "refine", &mut cost, &mut failures);
-
-            // REFLECT
-            if switches.no_reflect {
-                it.stages
-                    .push(skipped_stage("reflect", "switched off (--no-reflect)"));
-                stopped = "reflection off: one iteration".into();
-                it.ms = ms(it_start);
-                iterations.push(it);
-                break;
-            }
-            stage(&mut it, "reflect", &mut cost, &mut failures);
-            let r = latest::<Reflection>(&scope, "report")?
-                .filter(|r| r.iteration == n)
-                .map(|r| r.data);
-            it.reflection = r.clone();
-            it.ms = ms(it_start);
-            // What an iteration took by the budget's clock.
-            let it_budget = clock.now().saturating_duration_since(it_clock);
-            iterations.push(it);
-            let Some(r) = r else {
-                stopped = "no reflection".into();
-                break;
-            };
-            decisions.push(format!("iteration {n}: reflect: {}", r.reason));
-            if r.sufficient {
-                stopped = "evidence sufficient".into();
-                break;
-            }
-            if r.next_queries.is_empty() {
-                stopped = "insufficient, and nothing new to look for".into();
-                break;
-            }
-            if n == max_iterations {
-                stopped = "max iterations reached".into();
-                break;
-            }
-            if remaining().is_some_and(|left| left < it_budget) {
-                stopped = "deadline: no time for another iteration".into();
-                skipped.push(format!("iteration {}: deadline", n + 1));
-                break;
-            }
-            if max_tokens.is_some_and(|m| cost.tokens >= m)
-                || max_cost.is_some_and(|m| cost.usd >= m)
-            {
-                stopped = "LLM budget spent".into();
+            if !self.iteration(n)? {
                 break;
             }
         }
-        decisions.push(format!("stop: {stopped}"));
-        if cancel.is_cancelled() {
+        self.decisions.push(format!("stop: {}", self.stopped));
+        self.emit(LoopEvent::Stopped {
+            reason: self.stopped.clone(),
+        });
+        if self.opts.cancel.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
+        self.finish()
+    }
 
-        // GENERATE, then CHECK claim support.
-        write_budget(&cost)?;
-        if !switches.skip_expensive && short_of_time(0.2) {
-            switches.skip_expensive = true;
-            scope.write("loop.switches", json!(switches), me, None)?;
-            skipped.push("generation: LLM (deadline)".into());
+    /// One iteration: whether to go on to the next.
+    fn iteration(&mut self, n: u32) -> Result<bool, AgentError> {
+        let it_start = Instant::now();
+        let it_clock = self.clock.now();
+        let mut it = self.observe(n)?;
+        let reflection = self.phases(&mut it)?;
+        it.ms = ms(it_start);
+        // What an iteration took by the budget's clock.
+        let it_budget = self.clock.now().saturating_duration_since(it_clock);
+        self.iterations.push(it);
+        match reflection {
+            Some(r) => Ok(self.go_on(n, &r, it_budget)),
+            None => Ok(false),
         }
-        let mut finish = Vec::new();
-        // Memories join the evidence just before generation (when there is a store and
-        // the question went to retrieval).
-        let retrieved = iterations
+    }
+
+    /// OBSERVE: what the blackboard holds, by key, whoever wrote it.
+    fn observe(&mut self, n: u32) -> Result<IterationTrace, AgentError> {
+        self.scope.write("loop.iteration", json!(n), ME, None)?;
+        self.write_budget()?;
+        let mut observed: BTreeMap<String, usize> = BTreeMap::new();
+        for k in self.scope.list_keys("*")? {
+            let ns = k.split_once('.').map(|x| x.0).unwrap_or(&k).to_string();
+            *observed.entry(ns).or_default() += 1;
+        }
+        self.emit(LoopEvent::Observe {
+            iteration: n,
+            observed: observed.clone(),
+        });
+        Ok(IterationTrace {
+            n,
+            observed,
+            decision: None,
+            plan: None,
+            queries: Vec::new(),
+            stages: Vec::new(),
+            reflection: None,
+            ms: 0.0,
+        })
+    }
+
+    /// DECIDE … REFLECT: reflection's findings, or none when the loop stops here
+    /// (`stopped` says why).
+    fn phases(&mut self, it: &mut IterationTrace) -> Result<Option<Reflection>, AgentError> {
+        if !self.decide(it)? {
+            return Ok(None);
+        }
+        let Some(queries) = self.plan(it)? else {
+            return Ok(None);
+        };
+        self.retrieve(it, queries)?;
+        self.grade(it)?;
+        self.verify(it)?;
+        self.refine(it)?;
+        self.reflect(it)
+    }
+
+    /// DECIDE: whether to retrieve at all.
+    fn decide(&mut self, it: &mut IterationTrace) -> Result<bool, AgentError> {
+        let n = it.n;
+        it.stages.push(self.stage(Some(n), "decide"));
+        let decision = latest::<Decision>(&self.scope, "decision")?
+            .filter(|d| d.iteration == n)
+            .map(|d| d.data);
+        it.decision = decision.clone();
+        if let Some(d) = &decision {
+            self.decisions
+                .push(format!("iteration {n}: {}: {}", d.kind, d.reason));
+            self.emit(LoopEvent::Decision {
+                iteration: n,
+                decision: d.clone(),
+            });
+        }
+        let retrieve = decision.as_ref().is_none_or(|d| d.retrieve);
+        if !retrieve {
+            self.stopped = format!(
+                "no retrieval: {}",
+                decision.map(|d| d.reason).unwrap_or_default()
+            );
+        }
+        Ok(retrieve)
+    }
+
+    /// PLAN: the sub-queries not tried yet (none: the loop stops).
+    fn plan(&mut self, it: &mut IterationTrace) -> Result<Option<Vec<String>>, AgentError> {
+        let n = it.n;
+        it.stages.push(self.stage(Some(n), "plan"));
+        let plan = latest::<Plan>(&self.scope, "plan")?
+            .filter(|p| p.iteration == n)
+            .map(|p| p.data);
+        let mut queries: Vec<String> = match &plan {
+            Some(p) => p.queries.clone(),
+            None if n == 1 => vec![self.question.to_string()],
+            None => Vec::new(),
+        };
+        queries.retain(|q| !q.trim().is_empty() && !self.tried.contains(q));
+        if let Some(p) = &plan {
+            self.emit(LoopEvent::Plan {
+                iteration: n,
+                plan: p.clone(),
+            });
+        }
+        it.plan = plan;
+        if queries.is_empty() {
+            self.stopped = "nothing new to look for".into();
+            return Ok(None);
+        }
+        if let Some(p) = &it.plan {
+            self.decisions.push(format!(
+                "iteration {n}: plan: {} ({}), {} queries: {}",
+                p.task,
+                p.complexity,
+                queries.len(),
+                p.reason
+            ));
+        }
+        Ok(Some(queries))
+    }
+
+    /// RETRIEVE, each sub-query in a child scope of its own; the candidates go to
+    /// grading as `loop.candidates`.
+    fn retrieve(
+        &mut self,
+        it: &mut IterationTrace,
+        queries: Vec<String>,
+    ) -> Result<(), AgentError> {
+        let n = it.n;
+        let t = Instant::now();
+        let mut results = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let top_k = self.o.services.engine.config().grade.top_k;
+        for (j, q) in queries.iter().enumerate() {
+            self.emit(LoopEvent::SubQuery {
+                iteration: n,
+                index: j,
+                query: q.clone(),
+            });
+            let child_id = format!("{}-i{n}q{j}", self.run_id);
+            let child = self.o.mind.run(&child_id)?;
+            child.write("input.query", json!(q), ME, None)?;
+            child.write("input.collection", json!(self.opts.collection), ME, None)?;
+            let cctx = AgentContext {
+                mind: &child,
+                services: &self.o.services,
+                deadline: self.deadline.clone(),
+                cancel: &self.opts.cancel,
+            };
+            let mut found = Vec::new();
+            for role in RETRIEVAL_ROLES {
+                let r = self.o.run_role(&cctx, role);
+                found.extend(r.results().cloned());
+            }
+            for res in &found {
+                self.note_failure(Some(n), res);
+            }
+            results.extend(found);
+            let mut hits = Vec::new();
+            if let Some((_, chunks)) = final_chunks(&child)? {
+                for (rank, h) in chunks.into_iter().take(top_k).enumerate() {
+                    let doc = neuralcore_core::doc_id(h.doc);
+                    hits.push(RetrievedHit {
+                        evidence: Evidence::chunk(doc.clone(), h.ordinal),
+                        score: h.score,
+                        rank,
+                    });
+                    candidates.push(Candidate {
+                        doc,
+                        ordinal: h.ordinal,
+                        score: h.score,
+                        rank,
+                        query: q.clone(),
+                        iteration: n,
+                    });
+                }
+            }
+            self.emit(LoopEvent::Retrieved {
+                iteration: n,
+                query: q.clone(),
+                hits,
+            });
+            self.o.mind.drop_run(&child_id)?;
+        }
+        self.tried.extend(queries.iter().cloned());
+        self.scope
+            .write("loop.tried", json!(self.tried), ME, None)?;
+        self.scope
+            .write("loop.candidates", json!(candidates), ME, None)?;
+        let trace = StageTrace {
+            stage: "retrieve".into(),
+            ms: ms(t),
+            skipped: None,
+            results,
+        };
+        self.emit(LoopEvent::Stage {
+            iteration: Some(n),
+            stage: trace.clone(),
+        });
+        it.stages.push(trace);
+        it.queries = queries;
+        Ok(())
+    }
+
+    /// This iteration's verdicts on the blackboard.
+    fn verdicts_of(&self, n: u32) -> Result<Vec<Graded>, AgentError> {
+        Ok(latest::<Vec<Graded>>(&self.scope, "verdicts")?
+            .map(|r| r.data)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|g| g.iteration == n)
+            .collect())
+    }
+
+    /// GRADE every candidate; when half the deadline is gone, the expensive stages
+    /// are switched off from here on.
+    fn grade(&mut self, it: &mut IterationTrace) -> Result<(), AgentError> {
+        let n = it.n;
+        it.stages.push(self.stage(Some(n), "grade"));
+        self.graded = self.verdicts_of(n)?;
+        for g in &self.graded {
+            self.emit(LoopEvent::Verdict {
+                iteration: n,
+                graded: g.clone(),
+            });
+        }
+        if !self.switches.skip_expensive && self.short_of_time(0.5) {
+            self.switches.skip_expensive = true;
+            self.scope
+                .write("loop.switches", json!(self.switches), ME, None)?;
+            self.skipped.push(format!(
+                "iteration {n}: web verification and LLM calls (deadline)"
+            ));
+            self.decisions.push(format!(
+                "iteration {n}: budget: less than half the deadline left, expensive stages skipped"
+            ));
+        }
+        Ok(())
+    }
+
+    /// VERIFY the AMBIGUOUS chunks against a second source.
+    fn verify(&mut self, it: &mut IterationTrace) -> Result<(), AgentError> {
+        let n = it.n;
+        if self.switches.no_verify {
+            self.skip(it, "verify", "switched off (--no-verify)");
+            return Ok(());
+        }
+        it.stages.push(self.stage(Some(n), "verify"));
+        let before = std::mem::take(&mut self.graded);
+        for g in self.verdicts_of(n)? {
+            let settled = matches!(g.verdict, Verdict::Verified | Verdict::Dropped);
+            let was = before
+                .iter()
+                .find(|b| b.doc == g.doc && b.ordinal == g.ordinal && b.query == g.query);
+            if settled && was.is_none_or(|b| b.verdict != g.verdict) {
+                self.emit(LoopEvent::Verification {
+                    iteration: n,
+                    graded: g,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// REFINE the kept chunks into strips.
+    fn refine(&mut self, it: &mut IterationTrace) -> Result<(), AgentError> {
+        let n = it.n;
+        it.stages.push(self.stage(Some(n), "refine"));
+        if let Some(strips) =
+            latest::<Vec<Strip>>(&self.scope, "strips")?.filter(|s| s.iteration == n)
+        {
+            self.emit(LoopEvent::Refined {
+                iteration: n,
+                strips: strips
+                    .data
+                    .into_iter()
+                    .map(|s| RefinedStrip {
+                        evidence: s.evidence,
+                        span: s.span,
+                        text: s.text,
+                        score: s.score,
+                        verdict: s.verdict,
+                    })
+                    .collect(),
+            });
+        }
+        Ok(())
+    }
+
+    /// REFLECT on completeness: the findings, or none when reflection is off or wrote
+    /// nothing (the loop stops).
+    fn reflect(&mut self, it: &mut IterationTrace) -> Result<Option<Reflection>, AgentError> {
+        let n = it.n;
+        if self.switches.no_reflect {
+            self.skip(it, "reflect", "switched off (--no-reflect)");
+            self.stopped = "reflection off: one iteration".into();
+            return Ok(None);
+        }
+        it.stages.push(self.stage(Some(n), "reflect"));
+        let r = latest::<Reflection>(&self.scope, "report")?
+            .filter(|r| r.iteration == n)
+            .map(|r| r.data);
+        it.reflection = r.clone();
+        match &r {
+            Some(r) => {
+                self.decisions
+                    .push(format!("iteration {n}: reflect: {}", r.reason));
+                self.emit(LoopEvent::Reflection {
+                    iteration: n,
+                    reflection: r.clone(),
+                });
+            }
+            None => self.stopped = "no reflection".into(),
+        }
+        Ok(r)
+    }
+
+    /// After reflection: whether another iteration is wanted and fits the budgets
+    /// (`stopped` says why not).
+    fn go_on(&mut self, n: u32, r: &Reflection, it_budget: Duration) -> bool {
+        let stop = if r.sufficient {
+            "evidence sufficient".to_string()
+        } else if r.next_queries.is_empty() {
+            "insufficient, and nothing new to look for".into()
+        } else if n == self.max_iterations {
+            "max iterations reached".into()
+        } else if self.remaining().is_some_and(|left| left < it_budget) {
+            self.skipped.push(format!("iteration {}: deadline", n + 1));
+            "deadline: no time for another iteration".into()
+        } else if self.llm_budget_spent() {
+            "LLM budget spent".into()
+        } else {
+            return true;
+        };
+        self.stopped = stop;
+        false
+    }
+
+    /// GENERATE from the kept evidence (memories join it just before, when there is a
+    /// store and the question went to retrieval), then CHECK claim support.
+    fn generate(&mut self) -> Result<(Vec<StageTrace>, Answer), AgentError> {
+        self.write_budget()?;
+        if !self.switches.skip_expensive && self.short_of_time(0.2) {
+            self.switches.skip_expensive = true;
+            self.scope
+                .write("loop.switches", json!(self.switches), ME, None)?;
+            self.skipped.push("generation: LLM (deadline)".into());
+        }
+        let retrieved = self
+            .iterations
             .first()
             .and_then(|i| i.decision.as_ref())
             .is_none_or(|d| d.retrieve);
-        let finish_roles: &[&str] = if self.services.memory.is_some() && retrieved {
+        let roles: &[&str] = if self.o.services.memory.is_some() && retrieved {
             &["recall", "generate", "check"]
         } else {
             &["generate", "check"]
         };
-        for role in finish_roles {
-            let t = Instant::now();
-            let r = self.run_role(&ctx, role);
-            finish.push(trace(role, t, &r, &mut cost, &mut failures));
-        }
-        let mut answer: Answer = latest::<Answer>(&scope, "answer")?
+        let finish = roles.iter().map(|role| self.stage(None, role)).collect();
+        let answer: Answer = latest::<Answer>(&self.scope, "answer")?
             .map(|a| a.data)
             .unwrap_or_else(|| Answer {
                 method: "abstain".into(),
@@ -749,231 +1146,274 @@ impl Orchestrator {
                 ..Default::default()
             });
         if let Some(n) = &answer.note {
-            decisions.push(format!("generate: {n}"));
+            self.decisions.push(format!("generate: {n}"));
         }
-        // The memories recall brought (none without a memory store).
-        let recalled: Vec<crate::crag::Recalled> = scope
+        Ok((finish, answer))
+    }
+
+    /// The memories recall brought (none without a memory store).
+    fn recalled(&self) -> Result<Vec<crate::crag::Recalled>, AgentError> {
+        Ok(self
+            .scope
             .read_name("hits")?
             .into_iter()
             .filter_map(|e| serde_json::from_value(e.value).ok())
             .next()
-            .unwrap_or_default();
-        let now = neuralcore_memory::now_ms();
-        // CONTRADICTS: an answer that cites a memory another recalled memory contradicts
-        // says so, naming the lower-trust side; neither is dropped.
-        if answer.method != "abstain" {
-            let cited: Vec<(usize, String)> = answer
-                .citations
-                .iter()
-                .filter_map(|c| c.doc.strip_prefix("mem:").map(|id| (c.n, id.to_string())))
-                .collect();
-            let mut stated: Vec<(String, String)> = Vec::new();
-            for (n, id) in &cited {
-                let Some(me_r) = recalled.iter().find(|r| &r.id == id) else {
+            .unwrap_or_default())
+    }
+
+    /// CONTRADICTS: an answer that cites a memory another recalled memory contradicts
+    /// says so, naming the lower-trust side; neither is dropped.
+    fn state_conflicts(&mut self, answer: &mut Answer, recalled: &[crate::crag::Recalled]) {
+        if answer.method == "abstain" {
+            return;
+        }
+        let cited: Vec<(usize, String)> = answer
+            .citations
+            .iter()
+            .filter_map(|c| c.evidence.as_memory().map(|id| (c.n, id.to_string())))
+            .collect();
+        let mut stated: Vec<(String, String)> = Vec::new();
+        for (n, id) in &cited {
+            let Some(me_r) = recalled.iter().find(|r| &r.id == id) else {
+                continue;
+            };
+            for f in &me_r.flags {
+                let Some(other) = f
+                    .strip_prefix("contradicts ")
+                    .map(|o| o.split(' ').next().unwrap_or(""))
+                else {
                     continue;
                 };
-                for f in &me_r.flags {
-                    let Some(other) = f
-                        .strip_prefix("contradicts ")
-                        .map(|o| o.split(' ').next().unwrap_or(""))
-                    else {
-                        continue;
-                    };
-                    let pair = if id.as_str() < other {
-                        (id.clone(), other.to_string())
-                    } else {
-                        (other.to_string(), id.clone())
-                    };
-                    if stated.contains(&pair) {
-                        continue;
-                    }
-                    let Some(o) = recalled.iter().find(|r| r.id == other) else {
-                        continue;
-                    };
-                    stated.push(pair);
-                    let (hi, lo) = if me_r.trust >= o.trust {
-                        (me_r, o)
-                    } else {
-                        (o, me_r)
-                    };
-                    answer.sentences.push(AnswerSentence {
-                        text: format!(
-                            "Note: the memories disagree: \"{}\" (trust {:.2}) contradicts \"{}\" (trust {:.2}, flagged as the lower-trust side).",
-                            hi.text.trim(),
-                            hi.trust,
-                            lo.text.trim(),
-                            lo.trust
-                        ),
-                        citations: vec![*n],
-                        support: None,
-                        supported: true,
-                    });
-                    decisions.push(format!(
-                        "memory: conflict stated between {} and {}",
-                        hi.id, lo.id
+                let pair = if id.as_str() < other {
+                    (id.clone(), other.to_string())
+                } else {
+                    (other.to_string(), id.clone())
+                };
+                if stated.contains(&pair) {
+                    continue;
+                }
+                let Some(o) = recalled.iter().find(|r| r.id == other) else {
+                    continue;
+                };
+                stated.push(pair);
+                let (hi, lo) = if me_r.trust >= o.trust {
+                    (me_r, o)
+                } else {
+                    (o, me_r)
+                };
+                answer.sentences.push(AnswerSentence {
+                    text: format!(
+                        "Note: the memories disagree: \"{}\" (trust {:.2}) contradicts \"{}\" (trust {:.2}, flagged as the lower-trust side).",
+                        hi.text.trim(),
+                        hi.trust,
+                        lo.text.trim(),
+                        lo.trust
+                    ),
+                    citations: vec![*n],
+                    support: None,
+                    supported: true,
+                });
+                self.decisions.push(format!(
+                    "memory: conflict stated between {} and {}",
+                    hi.id, lo.id
+                ));
+            }
+        }
+    }
+
+    /// Trust signals: a recalled memory cited by a supported sentence was used; one
+    /// graded out, or kept but not cited, was ignored.
+    fn signal_memories(
+        &mut self,
+        answer: &Answer,
+        recalled: &[crate::crag::Recalled],
+        now: u64,
+    ) -> Vec<MemorySignal> {
+        let mut memories = Vec::new();
+        let Some(mem) = self.o.services.memory.clone() else {
+            return memories;
+        };
+        let abstained = answer.method == "abstain";
+        let cited: std::collections::HashSet<usize> = answer
+            .sentences
+            .iter()
+            .filter(|s| s.supported)
+            .flat_map(|s| s.citations.iter().copied())
+            .collect();
+        for r in recalled {
+            let used = !abstained
+                && answer
+                    .citations
+                    .iter()
+                    .any(|c| c.evidence.as_memory() == Some(r.id.as_str()) && cited.contains(&c.n));
+            let signal = if used {
+                neuralcore_memory::Signal::Used
+            } else {
+                neuralcore_memory::Signal::Ignored
+            };
+            match mem.store().signal(&r.id, signal, self.run_id, now) {
+                Ok(m) => memories.push(MemorySignal {
+                    id: r.id.clone(),
+                    verdict: r.verdict,
+                    signal: signal.as_str().into(),
+                    trust: m.trust,
+                }),
+                Err(e) => self
+                    .failures
+                    .push(format!("memory signal for {}: {e}", r.id)),
+            }
+        }
+        if !memories.is_empty() {
+            let used = memories.iter().filter(|m| m.signal == "used").count();
+            self.decisions.push(format!(
+                "memory: {used} recalled memories used, {} ignored",
+                memories.len() - used
+            ));
+        }
+        memories
+    }
+
+    /// Adds this turn to the conversation; past its budget the oldest turns are folded
+    /// into the summary, by the LLM when there is one and the run's budgets allow (its
+    /// tokens count in the run's cost), else by the rules.
+    fn save_session(&mut self, answer: &Answer) -> Result<(), AgentError> {
+        let Some(k) = self.session_key.clone() else {
+            return Ok(());
+        };
+        let abstained = answer.method == "abstain";
+        let mut session = std::mem::take(&mut self.session);
+        session.turns.push(json!({
+            "question": self.question,
+            "answer": if abstained { answer.note.clone().unwrap_or_default() } else { answer.text() },
+            "abstained": abstained,
+            "method": answer.method,
+            "run_id": self.run_id,
+        }));
+        let budget = self.o.services.engine.config().memory.session_tokens;
+        let llm = self.o.services.llm.as_deref();
+        let too_late = self.switches.skip_expensive || self.short_of_time(0.2);
+        let (max_tokens, max_cost) = (self.max_tokens, self.max_cost);
+        let mut cost = std::mem::take(&mut self.cost);
+        let folded = session.fold_with(budget, |f| {
+            let client = llm.ok_or("no LLM is configured")?;
+            if too_late {
+                return Err("the deadline is short, the LLM was skipped".into());
+            }
+            let need = crate::llm_judge::summary_need(f.summary, &f.turns, f.max_tokens);
+            if let Some(left) = max_tokens.map(|m| m.saturating_sub(cost.tokens)) {
+                if need > left {
+                    return Err(format!(
+                        "the LLM budget is spent (the summary needs about {need} tokens, {left} left)"
                     ));
                 }
             }
+            if max_cost.is_some_and(|m| cost.usd >= m) {
+                return Err("the LLM cost budget is spent".into());
+            }
+            let (r, spent) = crate::llm_judge::summarize(client, f.summary, &f.turns, f.max_tokens);
+            cost.tokens += spent.tokens;
+            cost.usd += spent.usd;
+            r
+        });
+        self.cost = cost;
+        if folded > 0 {
+            self.decisions.push(format!(
+                "session: {folded} old turn(s) folded into the summary, by {}",
+                session.summary_by
+            ));
         }
-        let verdicts: Vec<Graded> = latest::<Vec<Graded>>(&scope, "verdicts")?
+        self.o.mind.global().write(&k, json!(session), ME, None)?;
+        self.session = session;
+        Ok(())
+    }
+
+    /// The configurable rule that writes long-term memories from a session: every
+    /// answered question, as an episode of its project and session.
+    fn remember(&mut self, answer: &Answer, now: u64) {
+        let Some(mem) = &self.o.services.memory else {
+            return;
+        };
+        let mcfg = &self.o.services.engine.config().memory;
+        if !mcfg.remember_answers || !matches!(answer.method.as_str(), "extractive" | "llm") {
+            return;
+        }
+        let new = neuralcore_memory::NewMemory {
+            text: format!("Q: {} A: {}", self.question, answer.text()),
+            kind: Some(neuralcore_memory::Kind::Episode),
+            scope: neuralcore_memory::MemScope {
+                project: self.opts.project.clone().unwrap_or_default(),
+                session: self.opts.session.clone().unwrap_or_default(),
+                ..Default::default()
+            },
+            source: format!("ask:{}", self.run_id),
+            ..Default::default()
+        };
+        match mem.add(new, self.run_id, now) {
+            Ok(m) => self
+                .decisions
+                .push(format!("memory: remembered this answer as {}", m.id)),
+            Err(e) => self.failures.push(format!("remembering the answer: {e}")),
+        }
+    }
+
+    /// GENERATE, CHECK, and the report.
+    fn finish(mut self) -> Result<AskReport, AgentError> {
+        let (finish, mut answer) = self.generate()?;
+        let recalled = self.recalled()?;
+        let now = neuralcore_memory::now_ms();
+        self.state_conflicts(&mut answer, &recalled);
+        let verdicts: Vec<Graded> = latest::<Vec<Graded>>(&self.scope, "verdicts")?
             .map(|r| r.data)
             .unwrap_or_default();
-        let last_reflection = iterations.iter().rev().find_map(|i| i.reflection.clone());
+        let last_reflection = self
+            .iterations
+            .iter()
+            .rev()
+            .find_map(|i| i.reflection.clone());
         let abstained = answer.method == "abstain";
-        let citations = self.citations_out(&opts.collection, &answer)?;
-        // Trust signals: a recalled memory cited by a supported sentence was used; one
-        // graded out, or kept but not cited, was ignored.
-        let mut memories = Vec::new();
-        if let Some(mem) = &self.services.memory {
-            let cited: std::collections::HashSet<usize> = answer
-                .sentences
-                .iter()
-                .filter(|s| s.supported)
-                .flat_map(|s| s.citations.iter().copied())
-                .collect();
-            for r in &recalled {
-                let node = format!("mem:{}", r.id);
-                let used = !abstained
-                    && answer
-                        .citations
-                        .iter()
-                        .any(|c| c.doc == node && cited.contains(&c.n));
-                let signal = if used {
-                    neuralcore_memory::Signal::Used
-                } else {
-                    neuralcore_memory::Signal::Ignored
-                };
-                match mem.store().signal(&r.id, signal, run_id, now) {
-                    Ok(m) => memories.push(MemorySignal {
-                        id: r.id.clone(),
-                        verdict: r.verdict,
-                        signal: signal.as_str().into(),
-                        trust: m.trust,
-                    }),
-                    Err(e) => failures.push(format!("memory signal for {}: {e}", r.id)),
-                }
-            }
-            if !memories.is_empty() {
-                let used = memories.iter().filter(|m| m.signal == "used").count();
-                decisions.push(format!(
-                    "memory: {used} recalled memories used, {} ignored",
-                    memories.len() - used
-                ));
-            }
-        }
-        if let Some(k) = &session_key {
-            session.turns.push(json!({
-                "question": question,
-                "answer": if abstained { answer.note.clone().unwrap_or_default() } else { answer.text() },
-                "abstained": abstained,
-                "method": answer.method,
-                "run_id": run_id,
-            }));
-            // Short-term memory: past its budget the oldest turns are folded into the
-            // summary, by the LLM when there is one and the run's budgets allow (its
-            // tokens count in the run's cost), else by the rules.
-            let budget = self.services.engine.config().memory.session_tokens;
-            let llm = self.services.llm.as_deref();
-            let folded = session.fold_with(budget, |f| {
-                let client = llm.ok_or("no LLM is configured")?;
-                if switches.skip_expensive || short_of_time(0.2) {
-                    return Err("the deadline is short, the LLM was skipped".into());
-                }
-                let need = crate::llm_judge::summary_need(f.summary, &f.turns, f.max_tokens);
-                if let Some(left) = max_tokens.map(|m| m.saturating_sub(cost.tokens)) {
-                    if need > left {
-                        return Err(format!(
-                            "the LLM budget is spent (the summary needs about {need} tokens, {left} left)"
-                        ));
-                    }
-                }
-                if max_cost.is_some_and(|m| cost.usd >= m) {
-                    return Err("the LLM cost budget is spent".into());
-                }
-                let (r, spent) =
-                    crate::llm_judge::summarize(client, f.summary, &f.turns, f.max_tokens);
-                cost.tokens += spent.tokens;
-                cost.usd += spent.usd;
-                r
-            });
-            if folded > 0 {
-                decisions.push(format!(
-                    "session: {folded} old turn(s) folded into the summary, by {}",
-                    session.summary_by
-                ));
-            }
-            self.mind.global().write(k, json!(session), me, None)?;
-        }
-        // The configurable rule that writes long-term memories from a session: every
-        // answered question, as an episode of its project and session.
-        if let Some(mem) = &self.services.memory {
-            let mcfg = &self.services.engine.config().memory;
-            if mcfg.remember_answers
-                && !abstained
-                && matches!(answer.method.as_str(), "extractive" | "llm")
-            {
-                let text = format!("Q: {question} A: {}", answer.text());
-                let new = neuralcore_memory::NewMemory {
-                    text,
-                    kind: Some(neuralcore_memory::Kind::Episode),
-                    scope: neuralcore_memory::MemScope {
-                        project: opts.project.clone().unwrap_or_default(),
-                        session: opts.session.clone().unwrap_or_default(),
-                        ..Default::default()
-                    },
-                    source: format!("ask:{run_id}"),
-                    ..Default::default()
-                };
-                match mem.add(new, run_id, now) {
-                    Ok(m) => decisions.push(format!("memory: remembered this answer as {}", m.id)),
-                    Err(e) => failures.push(format!("remembering the answer: {e}")),
-                }
-            }
+        let citations = self.o.citations_out(&self.opts.collection, &answer)?;
+        let memories = self.signal_memories(&answer, &recalled, now);
+        self.save_session(&answer)?;
+        if !abstained {
+            self.remember(&answer, now);
         }
         let confidence = if abstained {
             0.0
         } else {
-            let scores: Vec<f32> = citations
-                .iter()
-                .filter_map(|c| match c.doc.strip_prefix("mem:") {
-                    Some(id) => recalled.iter().find(|r| r.id == id).map(|r| r.score),
-                    None => verdicts
-                        .iter()
-                        .find(|g| g.doc == c.doc && g.ordinal == c.ordinal)
-                        .map(|g| g.score),
-                })
-                .collect();
-            let mean = if scores.is_empty() {
-                1.0
-            } else {
-                scores.iter().sum::<f32>() / scores.len() as f32
-            };
-            // Completeness is measured over documents: it scales only answers that cite them.
-            let from_documents = citations.iter().any(|c| !c.doc.starts_with("mem:"));
-            let completeness = match &last_reflection {
-                Some(r) if from_documents => r.completeness,
-                _ => 1.0,
-            };
-            (mean * completeness).clamp(0.0, 1.0)
+            confidence(&citations, &recalled, &verdicts, last_reflection.as_ref())
         };
+        let missing = last_reflection.map(|r| r.gaps).unwrap_or_default();
         let text = if abstained {
             let why = answer
                 .note
                 .clone()
                 .unwrap_or_else(|| "no kept evidence".into());
-            if why.starts_with("Insufficient evidence") {
+            let text = if why.starts_with("Insufficient evidence") {
                 why
             } else {
                 format!("Insufficient evidence: {why}.")
-            }
+            };
+            self.emit(LoopEvent::Abstention {
+                reason: text.clone(),
+                missing: missing.clone(),
+            });
+            text
         } else {
-            answer.text()
+            let text = answer.text();
+            self.emit(LoopEvent::Answer {
+                answer: text.clone(),
+                method: answer.method.clone(),
+                confidence,
+                citations: citations.clone(),
+            });
+            text
         };
         Ok(AskReport {
-            schema: SCHEMA,
-            question: question.to_string(),
-            collection: opts.collection.clone(),
-            run_id: run_id.to_string(),
+            schema: SCHEMA.into(),
+            question: self.question.to_string(),
+            collection: self.opts.collection.clone(),
+            run_id: self.run_id.to_string(),
             answer: text,
             abstained,
             method: answer.method.clone(),
@@ -983,96 +1423,60 @@ impl Orchestrator {
             citations,
             verdicts,
             budget: BudgetUse {
-                max_iterations,
-                iterations: iterations.len() as u32,
-                deadline_ms: (deadline_ms > 0).then_some(deadline_ms),
-                elapsed_ms: ms(start),
-                max_tokens,
-                max_cost_usd: max_cost,
-                stopped,
-                skipped,
+                max_iterations: self.max_iterations,
+                iterations: self.iterations.len() as u32,
+                deadline_ms: (self.deadline_ms > 0).then_some(self.deadline_ms),
+                elapsed_ms: ms(self.start),
+                max_tokens: self.max_tokens,
+                max_cost_usd: self.max_cost,
+                stopped: self.stopped,
+                skipped: self.skipped,
             },
-            iterations,
+            iterations: self.iterations,
             finish,
-            decisions,
-            missing: last_reflection.map(|r| r.gaps).unwrap_or_default(),
-            failures,
-            cost,
+            decisions: self.decisions,
+            missing,
+            failures: self.failures,
+            cost: self.cost,
             memories,
         })
     }
+}
 
-    fn citations_out(&self, collection: &str, a: &Answer) -> Result<Vec<CitationOut>, AgentError> {
-        let store = self.services.engine.store();
-        let mut out = Vec::new();
-        for c in &a.citations {
-            let prov = parse_doc_id(&c.doc)
-                .map(|k| store.document(collection, k))
-                .transpose()
-                .map_err(|e| AgentError::Tool(e.to_string()))?
-                .flatten()
-                .and_then(|d| d.provenance.into_iter().next());
-            let prov_source = c.doc.strip_prefix("mem:").map(|id| format!("memory:{id}"));
-            out.push(CitationOut {
-                n: c.n,
-                doc: c.doc.clone(),
-                chunk: format!("{}#{}", c.doc, c.ordinal),
-                ordinal: c.ordinal,
-                title: c.title.clone(),
-                span: c.span,
-                text: c.text.clone(),
-                source: prov.as_ref().map(|p| p.uri.clone()).or(prov_source),
-                locator: prov.as_ref().and_then(|p| p.locator.clone()),
-                external_id: prov.and_then(|p| p.external_id),
-            });
-        }
-        Ok(out)
-    }
+/// Confidence in an answer: the mean grade of what it cites, times the completeness
+/// of the evidence (completeness is measured over documents: it scales only answers
+/// that cite them).
+fn confidence(
+    citations: &[CitationOut],
+    recalled: &[crate::crag::Recalled],
+    verdicts: &[Graded],
+    reflection: Option<&Reflection>,
+) -> f32 {
+    let scores: Vec<f32> = citations
+        .iter()
+        .filter_map(|c| match &c.evidence {
+            Evidence::Memory { id } => recalled.iter().find(|r| &r.id == id).map(|r| r.score),
+            Evidence::Chunk { doc, ordinal } => verdicts
+                .iter()
+                .find(|g| &g.doc == doc && g.ordinal == *ordinal)
+                .map(|g| g.score),
+        })
+        .collect();
+    let mean = if scores.is_empty() {
+        1.0
+    } else {
+        scores.iter().sum::<f32>() / scores.len() as f32
+    };
+    let from_documents = citations
+        .iter()
+        .any(|c| matches!(c.evidence, Evidence::Chunk { .. }));
+    let completeness = match reflection {
+        Some(r) if from_documents => r.completeness,
+        _ => 1.0,
+    };
+    (mean * completeness).clamp(0.0, 1.0)
 }
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
-}
-
-fn skipped_stage(role: &str, why: &str) -> StageTrace {
-    StageTrace {
-        stage: role.into(),
-        ms: 0.0,
-        skipped: Some(why.into()),
-        results: Vec::new(),
-    }
-}
-
-fn note_failure(r: &ToolResult, failures: &mut Vec<String>) {
-    if let ToolStatus::Failed { transient } = r.status {
-        failures.push(format!(
-            "{}: {}{}",
-            r.tool,
-            r.message,
-            if transient { " (transient)" } else { "" }
-        ));
-    }
-}
-
-fn trace(
-    role: &str,
-    t: Instant,
-    r: &RoleReport,
-    cost: &mut Cost,
-    failures: &mut Vec<String>,
-) -> StageTrace {
-    let results: Vec<ToolResult> = r.results().cloned().collect();
-    for res in &results {
-        cost.tokens += res.metrics.tokens;
-        cost.usd += res.metrics.cost_usd;
-        note_failure(res, failures);
-    }
-    StageTrace {
-        stage: role.into(),
-        ms: ms(t),
-        skipped: results
-            .is_empty()
-            .then(|| "no agent or tool takes this role".to_string()),
-        results,
-    }
 }

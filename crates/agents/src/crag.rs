@@ -65,13 +65,73 @@ pub struct Graded {
     pub iteration: u32,
 }
 
-/// A sentence (or window) of a kept chunk.
+/// What a piece of evidence is: a chunk of a document, or a memory. The loop keeps
+/// the two apart by type, never by the shape of an id.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Evidence {
+    /// A chunk of a document in the collection.
+    Chunk {
+        /// Document id (16 hex digits).
+        doc: String,
+        /// Chunk ordinal.
+        ordinal: u32,
+    },
+    /// A memory of the memory store.
+    Memory {
+        /// The memory's id.
+        id: String,
+    },
+}
+
+impl Evidence {
+    /// The chunk `doc`#`ordinal`.
+    pub fn chunk(doc: impl Into<String>, ordinal: u32) -> Self {
+        Evidence::Chunk {
+            doc: doc.into(),
+            ordinal,
+        }
+    }
+
+    /// The memory `id`.
+    pub fn memory(id: impl Into<String>) -> Self {
+        Evidence::Memory { id: id.into() }
+    }
+
+    /// The document and ordinal of a chunk.
+    pub fn as_chunk(&self) -> Option<(&str, u32)> {
+        match self {
+            Evidence::Chunk { doc, ordinal } => Some((doc, *ordinal)),
+            Evidence::Memory { .. } => None,
+        }
+    }
+
+    /// The id of a memory.
+    pub fn as_memory(&self) -> Option<&str> {
+        match self {
+            Evidence::Memory { id } => Some(id),
+            Evidence::Chunk { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Evidence {
+    /// `<doc>#<ordinal>` for a chunk, `memory:<id>` for a memory.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Evidence::Chunk { doc, ordinal } => write!(f, "{doc}#{ordinal}"),
+            Evidence::Memory { id } => write!(f, "memory:{id}"),
+        }
+    }
+}
+
+/// A sentence (or window) of a kept chunk or memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Strip {
-    /// Document id.
-    pub doc: String,
-    /// Chunk ordinal.
-    pub ordinal: u32,
+    /// Where it comes from.
+    pub evidence: Evidence,
     /// Document title.
     pub title: String,
     /// Character span `[start, end)` in the document's text.
@@ -91,10 +151,8 @@ pub struct Strip {
 pub struct Citation {
     /// Number shown in the answer (`[n]`), from 1.
     pub n: usize,
-    /// Document id.
-    pub doc: String,
-    /// Chunk ordinal.
-    pub ordinal: u32,
+    /// What is cited.
+    pub evidence: Evidence,
     /// Document title.
     pub title: String,
     /// Character span in the document's text.

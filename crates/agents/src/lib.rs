@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod consciousness;
 pub mod crag;
+pub mod events;
 pub mod grader;
 pub mod intent;
 pub mod llm_judge;
@@ -31,7 +32,8 @@ pub use inventory;
 
 pub use agent::{parse, Agent, AgentContext, AgentDef, AgentFactory, AgentReport, DefError, ROLES};
 pub use consciousness::{AskOptions, AskReport, SCHEMA};
-pub use crag::{Switches, Verdict};
+pub use crag::{Evidence, Switches, Verdict};
+pub use events::{EventSink, LoopEvent};
 pub use loader::AgentLoader;
 pub use orchestrator::{final_chunks, Orchestrator, RoleReport, RunReport, RETRIEVAL_ROLES};
 pub use tool::{

@@ -311,7 +311,7 @@ impl From<neuralcore_engine::EngineError> for ToolError {
 }
 
 /// How a run went.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ToolStatus {
     /// Done.
@@ -329,7 +329,7 @@ pub enum ToolStatus {
 }
 
 /// What a run cost.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ToolMetrics {
     /// Wall time.
     pub latency_ms: f64,
@@ -340,7 +340,7 @@ pub struct ToolMetrics {
 }
 
 /// The uniform answer of every tool.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ToolResult {
     /// Tool name.
     pub tool: String,

@@ -23,9 +23,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use neuralcore_agents::consciousness::{AskReport, MAX_QUESTION_BYTES};
+use neuralcore_agents::crag::Graded;
 use neuralcore_agents::{
-    AgentError, AgentLoader, AskOptions, ManualClock, Orchestrator, Registry, Services, Switches,
-    Verdict,
+    AgentError, AgentLoader, AskOptions, EventSink, Evidence, LoopEvent, ManualClock, Orchestrator,
+    Registry, Services, Switches, Verdict,
 };
 use neuralcore_core::parse_doc_id;
 use neuralcore_engine::{Config, Engine};
@@ -341,6 +342,170 @@ fn answers_with_citations() {
             assert!(!g.verdict.kept(), "{t} kept: {why}");
         }
     }
+}
+
+/// `opts` with a sink that keeps every event of the run.
+fn recording(opts: AskOptions) -> (AskOptions, Arc<Mutex<Vec<LoopEvent>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    let sink: EventSink = Arc::new(move |e: &LoopEvent| keep.lock().unwrap().push(e.clone()));
+    (
+        AskOptions {
+            events: Some(sink),
+            ..opts
+        },
+        seen,
+    )
+}
+
+fn kinds(events: &[LoopEvent]) -> Vec<&'static str> {
+    events.iter().map(LoopEvent::kind).collect()
+}
+
+#[test]
+fn the_loop_reports_each_step_as_a_typed_event() {
+    let kb = shared();
+    let o = plain(kb);
+    let (opts, seen) = recording(opts("default"));
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts);
+    let why = summary(&r);
+    let events = seen.lock().unwrap().clone();
+    let k = kinds(&events);
+    // In the loop's order: observe, decide, plan, one sub-query retrieved, verdicts,
+    // refined strips, reflection; then the stop and the answer, last.
+    let at = |kind: &str| {
+        k.iter()
+            .position(|x| *x == kind)
+            .unwrap_or_else(|| panic!("no {kind} event in {k:?}\n{why}"))
+    };
+    assert_eq!(k[0], "observe", "{k:?}");
+    assert!(at("decision") < at("plan"), "{k:?}");
+    assert!(at("plan") < at("sub_query"), "{k:?}");
+    assert!(at("sub_query") < at("retrieved"), "{k:?}");
+    assert!(at("retrieved") < at("verdict"), "{k:?}");
+    assert!(at("verdict") < at("refined"), "{k:?}");
+    assert!(at("refined") < at("reflection"), "{k:?}");
+    assert!(at("reflection") < at("stopped"), "{k:?}");
+    assert_eq!(*k.last().unwrap(), "answer", "{k:?}");
+    assert!(!k.contains(&"abstention") && !k.contains(&"error"), "{k:?}");
+    // One observe per iteration; every stage of the report came as an event.
+    assert_eq!(
+        k.iter().filter(|x| **x == "observe").count(),
+        r.iterations.len()
+    );
+    let stages: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::Stage { stage, .. } => Some(stage.stage.clone()),
+            _ => None,
+        })
+        .collect();
+    let reported: Vec<String> = r
+        .iterations
+        .iter()
+        .flat_map(|i| i.stages.iter())
+        .chain(&r.finish)
+        .map(|s| s.stage.clone())
+        .collect();
+    assert_eq!(stages, reported);
+    // A verdict event per chunk graded, with the report's score and reason (this
+    // question needs one iteration, and nothing was ambiguous to verify).
+    let verdicts: Vec<&Graded> = events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::Verdict { graded, .. } => Some(graded),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(verdicts.len(), r.verdicts.len(), "{why}");
+    for g in &r.verdicts {
+        let seen = verdicts
+            .iter()
+            .find(|v| v.doc == g.doc && v.ordinal == g.ordinal && v.query == g.query)
+            .unwrap_or_else(|| panic!("no verdict event for {}#{}", g.doc, g.ordinal));
+        if !matches!(g.verdict, Verdict::Verified | Verdict::Dropped) {
+            assert_eq!(*seen, g);
+        }
+        assert!(!seen.reason.is_empty());
+    }
+    // The retrieved hits are typed chunks, and the graded ones are among them.
+    for e in &events {
+        if let LoopEvent::Retrieved { hits, .. } = e {
+            assert!(!hits.is_empty());
+            for h in hits {
+                assert!(h.evidence.as_chunk().is_some(), "{h:?}");
+            }
+        }
+    }
+    match events.last().unwrap() {
+        LoopEvent::Answer {
+            answer,
+            citations,
+            confidence,
+            method,
+        } => {
+            assert_eq!(answer, &r.answer);
+            assert_eq!(citations, &r.citations);
+            assert_eq!(*confidence, r.confidence);
+            assert_eq!(method, &r.method);
+            for c in citations {
+                let (doc, ordinal) = c.evidence.as_chunk().expect("a chunk");
+                assert_eq!((doc, ordinal), (c.doc.as_str(), c.ordinal));
+            }
+        }
+        e => panic!("last event {e:?}"),
+    }
+    // Every event renders for a person (the CLI's --trace), but for draft pieces.
+    for e in &events {
+        assert!(e.render().is_some_and(|l| !l.is_empty()), "{e:?}");
+    }
+}
+
+#[test]
+fn an_abstention_and_a_failed_run_are_events_too() {
+    let o = plain(shared());
+    let (opts, seen) = recording(opts("default"));
+    let r = ask(
+        &o,
+        "What is the airspeed velocity of an unladen swallow?",
+        &opts,
+    );
+    let events = seen.lock().unwrap().clone();
+    match events.last().unwrap() {
+        LoopEvent::Abstention { reason, missing } => {
+            assert_eq!(reason, &r.answer);
+            assert_eq!(missing, &r.missing);
+            assert!(!missing.is_empty());
+        }
+        e => panic!("last event {e:?}"),
+    }
+    assert!(!kinds(&events).contains(&"answer"));
+    // A run that fails ends in an error event carrying what the caller is told.
+    seen.lock().unwrap().clear();
+    let e = o.ask("bad-run", "   ", &opts).unwrap_err();
+    let events = seen.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        vec![LoopEvent::Error {
+            message: e.to_string()
+        }]
+    );
+    // Cancelled before it starts: the same.
+    seen.lock().unwrap().clear();
+    opts.cancel.cancel();
+    assert!(o
+        .ask(
+            "cancelled-run",
+            "When was the Eiffel Tower completed?",
+            &opts
+        )
+        .is_err());
+    let events = seen.lock().unwrap().clone();
+    assert!(
+        matches!(events.last(), Some(LoopEvent::Error { .. })),
+        "{events:?}"
+    );
+    assert!(!kinds(&events).contains(&"answer"));
 }
 
 #[test]
@@ -1067,8 +1232,37 @@ fn corroboration_by_another_document_verifies() {
     let kb = ambiguous();
     let o = plain(kb);
     let q = "When was the Eiffel Tower completed?";
-    let r = ask(&o, q, &opts("pair"));
+    let (pair, seen) = recording(opts("pair"));
+    let r = ask(&o, q, &pair);
     let why = summary(&r);
+    // Each settled chunk came as a verification event after its AMBIGUOUS verdict,
+    // with the verdict and reason the report holds.
+    let events = seen.lock().unwrap().clone();
+    let settled: Vec<&Graded> = r
+        .verdicts
+        .iter()
+        .filter(|g| matches!(g.verdict, Verdict::Verified | Verdict::Dropped))
+        .collect();
+    assert!(!settled.is_empty(), "{why}");
+    for g in settled {
+        let at = |ambiguous: bool| {
+            events.iter().position(|e| match e {
+                LoopEvent::Verdict { graded, .. } if ambiguous => {
+                    graded.doc == g.doc && graded.verdict == Verdict::Ambiguous
+                }
+                LoopEvent::Verification { graded, .. } if !ambiguous => graded == g,
+                _ => false,
+            })
+        };
+        let (graded, verified) = (at(true), at(false));
+        assert!(
+            graded.is_some() && verified.is_some() && graded < verified,
+            "{}#{}: {:?}",
+            g.doc,
+            g.ordinal,
+            kinds(&events)
+        );
+    }
     for t in ["Eiffel Tower", "Paris history"] {
         let g = verdicts_of(&r, t);
         assert_eq!(g.len(), 1, "{t}: {why}");
@@ -1494,8 +1688,9 @@ fn recalled_memories_are_cited_and_signalled() {
     let c = r
         .citations
         .iter()
-        .find(|c| c.doc == format!("mem:{}", gate.id))
+        .find(|c| c.evidence == Evidence::memory(gate.id.clone()))
         .expect("cited");
+    assert_eq!(c.doc, gate.id);
     assert_eq!(
         c.source.as_deref(),
         Some(format!("memory:{}", gate.id).as_str())

@@ -246,7 +246,8 @@ impl App {
 
     /// Answer `question` over one of the tenant's collections with the control loop,
     /// in the run scope `run_id` (of this tenant). `recall` lets the loop draw on the
-    /// memory store too; `on_delta` receives an LLM answer's text as it streams.
+    /// memory store too. The loop's events go to `opts.events` as they happen, in the
+    /// caller's names (the sources of uploads as `upload:<name>`).
     pub fn ask(
         &self,
         tenant: &Tenant,
@@ -254,7 +255,6 @@ impl App {
         question: &str,
         opts: &AskOptions,
         recall: bool,
-        on_delta: Option<neuralcore_agents::tool::OnDelta>,
     ) -> Result<AskReport, AppError> {
         let stored = require_collection(self.engine(), tenant, &opts.collection)?;
         let mut o = self.orchestrator.clone();
@@ -265,18 +265,42 @@ impl App {
                 self.engine().embedder(),
             )));
         }
-        o.services.on_delta = on_delta;
         // Sessions live on the Mind's global scope: each tenant's under its own ids.
         let session = opts.session.as_deref().map(|s| tenant.run_id(s));
+        let names = Arc::new(jobs::PublicNames::new(&self.data_dir, &stored));
+        // The events speak the caller's names too.
+        let events = opts.events.clone().map(|sink| {
+            let names = names.clone();
+            Arc::new(move |e: &neuralcore_agents::LoopEvent| match e {
+                neuralcore_agents::LoopEvent::Answer {
+                    answer,
+                    method,
+                    confidence,
+                    citations,
+                } => {
+                    let mut citations = citations.clone();
+                    for c in &mut citations {
+                        c.source = c.source.take().map(|s| names.of(&s));
+                    }
+                    sink(&neuralcore_agents::LoopEvent::Answer {
+                        answer: answer.clone(),
+                        method: method.clone(),
+                        confidence: *confidence,
+                        citations,
+                    })
+                }
+                e => sink(e),
+            }) as neuralcore_agents::EventSink
+        });
         let opts = AskOptions {
             collection: stored,
             tenant: tenant.as_str().to_string(),
             session,
+            events,
             ..opts.clone()
         };
         let mut report = o.ask(&tenant.run_id(run_id), question, &opts)?;
         // The report speaks the caller's names.
-        let names = jobs::PublicNames::new(&self.data_dir, &opts.collection);
         for c in &mut report.citations {
             c.source = c.source.take().map(|s| names.of(&s));
         }
@@ -299,10 +323,9 @@ impl App {
         history: &[(String, String)],
         opts: &AskOptions,
         recall: bool,
-        on_delta: Option<neuralcore_agents::tool::OnDelta>,
     ) -> Result<AskReport, AppError> {
         if history.is_empty() {
-            return self.ask(tenant, run_id, question, opts, recall, on_delta);
+            return self.ask(tenant, run_id, question, opts, recall);
         }
         use sha2::Digest;
         let digest =
@@ -328,7 +351,7 @@ impl App {
             session: Some(sid),
             ..opts.clone()
         };
-        let report = self.ask(tenant, run_id, question, &opts, recall, on_delta);
+        let report = self.ask(tenant, run_id, question, &opts, recall);
         // The conversation lives with the caller: nothing of it stays here.
         let _ = mind.delete(&key);
         report

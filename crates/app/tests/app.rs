@@ -126,7 +126,6 @@ fn tenants_never_see_each_other() {
             "When does the acme rocket launch?",
             &opts,
             false,
-            None,
         )
         .unwrap();
     assert_eq!(r.collection, "docs");
@@ -138,7 +137,6 @@ fn tenants_never_see_each_other() {
             "When does the acme rocket launch?",
             &opts,
             false,
-            None,
         )
         .unwrap();
     assert!(!r.answer.contains("ninth of March"), "{}", r.answer);

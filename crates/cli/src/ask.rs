@@ -5,7 +5,9 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use neuralcore_agents::{AskOptions, AskReport};
+use std::sync::Arc;
+
+use neuralcore_agents::{AskOptions, AskReport, EventSink, LoopEvent};
 use neuralcore_app::{new_run_id, App, Tenant};
 
 /// What `ask` was asked.
@@ -23,30 +25,50 @@ pub struct AskArgs {
 /// `ask`.
 pub fn ask(json: bool, app: &App, args: AskArgs) -> Result<ExitCode> {
     let run_id = args.run_id.unwrap_or_else(|| new_run_id("ask"));
-    let on_delta: Option<neuralcore_agents::tool::OnDelta> = args.stream.then(|| {
-        std::sync::Arc::new(|d: &str| {
+    let trace = args.trace && !json;
+    let stream = args.stream;
+    // `--trace` prints the loop's events as they happen (the events the HTTP API
+    // streams); `--stream` shows an LLM answer's draft on stderr.
+    let events: Option<EventSink> = (trace || stream).then(|| {
+        Arc::new(move |e: &LoopEvent| {
             use std::io::Write;
-            let mut e = std::io::stderr();
-            let _ = e.write_all(d.as_bytes());
-            let _ = e.flush();
-        }) as neuralcore_agents::tool::OnDelta
+            match e {
+                LoopEvent::Delta { text } if stream => {
+                    let mut err = std::io::stderr();
+                    let _ = err.write_all(text.as_bytes());
+                    let _ = err.flush();
+                }
+                e if trace => {
+                    if let Some(line) = e.render() {
+                        println!("{line}");
+                    }
+                }
+                _ => {}
+            }
+        }) as EventSink
     });
+    if trace {
+        println!("── question: {}", args.question.trim());
+    }
+    let opts = AskOptions {
+        events,
+        ..args.opts
+    };
     let report = app.ask(
         &Tenant::default_tenant(),
         &run_id,
         &args.question,
-        &args.opts,
+        &opts,
         args.memory,
-        on_delta,
     )?;
-    if args.stream && app.orchestrator().services.llm.is_some() {
+    if stream && app.orchestrator().services.llm.is_some() {
         eprintln!();
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        if args.trace {
-            print_trace(&report);
+        if trace {
+            println!();
         }
         print_answer(&report);
     }
@@ -103,68 +125,4 @@ fn print_answer(r: &AskReport) {
             String::new()
         }
     );
-}
-
-fn print_trace(r: &AskReport) {
-    println!("── question: {}", r.question);
-    for it in &r.iterations {
-        println!("── iteration {} ({:.1} ms)", it.n, it.ms);
-        if !it.observed.is_empty() {
-            let o: Vec<String> = it
-                .observed
-                .iter()
-                .map(|(k, v)| format!("{k}:{v}"))
-                .collect();
-            println!("   observe   blackboard keys {}", o.join(" "));
-        }
-        if !it.queries.is_empty() {
-            for q in &it.queries {
-                println!("   query     {q}");
-            }
-        }
-        for s in &it.stages {
-            let msg: Vec<String> = s
-                .results
-                .iter()
-                .map(|x| format!("{}: {}", x.tool, x.message))
-                .collect();
-            match &s.skipped {
-                Some(why) => println!("   {:<9} skipped: {why}", s.stage),
-                None => println!("   {:<9} {:>7.1} ms  {}", s.stage, s.ms, msg.join(" | ")),
-            }
-        }
-        if let Some(rf) = &it.reflection {
-            for g in &rf.gaps {
-                println!("   gap       {g}");
-            }
-        }
-    }
-    for s in &r.finish {
-        let msg: Vec<String> = s
-            .results
-            .iter()
-            .map(|x| format!("{}: {}", x.tool, x.message))
-            .collect();
-        println!("── {:<9} {:>7.1} ms  {}", s.stage, s.ms, msg.join(" | "));
-    }
-    println!("── verdicts");
-    for g in &r.verdicts {
-        println!(
-            "   {:<9} {:.2}  {}#{}  {}",
-            format!("{:?}", g.verdict).to_uppercase(),
-            g.score,
-            g.doc,
-            g.ordinal,
-            g.title.chars().take(60).collect::<String>()
-        );
-        println!("             {}", g.reason);
-    }
-    println!("── decisions");
-    for d in &r.decisions {
-        println!("   {d}");
-    }
-    for f in &r.failures {
-        println!("   failure: {f}");
-    }
-    println!();
 }

@@ -181,7 +181,8 @@ enum Command {
         /// Collection to answer from.
         #[arg(short, long, default_value = DEFAULT_COLLECTION)]
         collection: String,
-        /// Print the loop: every iteration, stage, verdict and decision.
+        /// Print the loop's events as they happen: each iteration, sub-query, retrieval,
+        /// verdict, verification, reflection and stage (the events `POST /v1/ask` streams).
         #[arg(long)]
         trace: bool,
         /// Answer from the model alone (needs [llm]; without one the engine abstains).

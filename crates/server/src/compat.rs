@@ -407,9 +407,7 @@ pub async fn chat_completions(
     let pool = st.clone();
     let work = async move {
         let report = pool
-            .blocking(move |app| {
-                app.ask_in_conversation(&tenant, &run, &q, &history, &opts, false, None)
-            })
+            .blocking(move |app| app.ask_in_conversation(&tenant, &run, &q, &history, &opts, false))
             .await;
         if let Ok(r) = &report {
             pool.metrics.ask(r);
@@ -611,7 +609,7 @@ pub async fn acai_chat(
             if may_create && app.collection(&tenant, &opts.collection).is_err() {
                 app.create_collection(&tenant, &opts.collection)?;
             }
-            app.ask(&tenant, &run_id, &message, &opts, false, None)
+            app.ask(&tenant, &run_id, &message, &opts, false)
         })
         .await?;
     st.metrics.ask(&report);

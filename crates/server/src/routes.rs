@@ -11,13 +11,14 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
+use neuralcore_agents::LoopEvent;
 use neuralcore_app::{new_run_id, AppError, AskOptions, Cancel, Scope, SearchRequest};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::wire::{
     ApiJson, AskRequest, CollectionList, CollectionPath, CreateCollection, Event, Health, Ready,
-    ReadyChecks, SseEventDoc, StreamEvent, EVENTS_SCHEMA,
+    ReadyChecks, SseEventDoc, StreamEvent, StreamOnly, EVENTS_SCHEMA,
 };
 use crate::State;
 
@@ -278,45 +279,48 @@ pub async fn ask(
         let _guard = CancelOnDrop(cancel);
         let run = run_id.clone();
         let report = st
-            .blocking(move |app| app.ask(&tenant, &run, &question, &opts, memory, None))
+            .blocking(move |app| app.ask(&tenant, &run, &question, &opts, memory))
             .await?;
         st.metrics.ask(&report);
         return Ok(Json(report).into_response());
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
     // Accepted goes out before the loop starts.
-    let _ = tx.try_send(Event::Accepted {
+    let _ = tx.try_send(Event::Stream(StreamOnly::Accepted {
         run_id: run_id.clone(),
+    }));
+    let events = tx.clone();
+    // On the blocking pool: wait for room rather than drop an event; a client that
+    // went away closes the channel and the send just fails. The loop's own `error`
+    // is left out: the stream's `error` below says it with the problem's type.
+    let sink: neuralcore_agents::EventSink = Arc::new(move |e: &LoopEvent| {
+        if !matches!(e, LoopEvent::Error { .. }) {
+            let _ = events.blocking_send(Event::Loop(e.clone()));
+        }
     });
+    let opts = AskOptions {
+        events: Some(sink),
+        ..opts
+    };
     let worker = st.clone();
     tokio::spawn(async move {
-        let deltas = tx.clone();
-        let on_delta: neuralcore_agents::tool::OnDelta = Arc::new(move |d: &str| {
-            // On the blocking pool: wait for room rather than drop a piece of the draft;
-            // a client that went away closes the channel and the send just fails.
-            let _ = deltas.blocking_send(Event::Delta {
-                text: d.to_string(),
-            });
-        });
         let result = worker
-            .blocking(move |app| {
-                app.ask(&tenant, &run_id, &question, &opts, memory, Some(on_delta))
-            })
+            .blocking(move |app| app.ask(&tenant, &run_id, &question, &opts, memory))
             .await;
         let last = match result {
             Ok(report) => {
                 worker.metrics.ask(&report);
-                Event::Report {
+                StreamOnly::Report {
                     report: Box::new(report),
                 }
             }
-            Err(e) => Event::Error {
+            Err(e) => StreamOnly::Error {
                 kind: crate::error::problem_type(e.kind),
                 detail: e.detail,
             },
         };
-        let _ = tx.send(last).await;
-        let _ = tx.send(Event::Done).await;
+        let _ = tx.send(Event::Stream(last)).await;
+        let _ = tx.send(Event::Stream(StreamOnly::Done)).await;
     });
     Ok(Sse::new(event_stream(rx, CancelOnDrop(cancel)))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
@@ -331,13 +335,7 @@ fn event_stream(
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     stream::unfold((rx, guard, 0u64), |(mut rx, guard, seq)| async move {
         let event = rx.recv().await?;
-        let name = match &event {
-            Event::Accepted { .. } => "accepted",
-            Event::Delta { .. } => "delta",
-            Event::Report { .. } => "report",
-            Event::Error { .. } => "error",
-            Event::Done => "done",
-        };
+        let name = event.name();
         let data = serde_json::to_string(&StreamEvent {
             schema: EVENTS_SCHEMA,
             seq,

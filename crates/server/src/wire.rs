@@ -152,20 +152,40 @@ pub struct StreamEvent {
     pub event: Event,
 }
 
-/// What an ask stream reports.
+/// What an ask stream reports: the loop's own events (the same ones `ask --trace`
+/// prints), between the stream's `accepted` and its `report` (or `error`) and `done`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum Event {
+    /// A step of the control loop (`observe`, `decision`, `plan`, `sub_query`,
+    /// `retrieved`, `verdict`, `verification`, `refined`, `reflection`, `stage`,
+    /// `failure`, `delta`, `stopped`, `answer`, `abstention`).
+    Loop(neuralcore_agents::LoopEvent),
+    /// The stream's own events.
+    Stream(StreamOnly),
+}
+
+impl Event {
+    /// The SSE event name: the event's `kind`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Loop(e) => e.kind(),
+            Event::Stream(StreamOnly::Accepted { .. }) => "accepted",
+            Event::Stream(StreamOnly::Report { .. }) => "report",
+            Event::Stream(StreamOnly::Error { .. }) => "error",
+            Event::Stream(StreamOnly::Done) => "done",
+        }
+    }
+}
+
+/// The events an ask stream adds around the loop's.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Event {
+pub enum StreamOnly {
     /// The request was accepted: the loop is starting.
     Accepted {
         /// The run id.
         run_id: String,
-    },
-    /// A piece of an LLM answer's draft, as it streams (the checked answer is in the
-    /// report).
-    Delta {
-        /// The text.
-        text: String,
     },
     /// The full ask report (`neuralcore.ask/v1`).
     Report {

@@ -157,6 +157,41 @@ fn the_ask_stream_is_versioned_and_ends_in_done() {
         .unwrap()
         .contains("ninth of March"));
     eprintln!("first event after {first:?}");
+    // Between them, the loop's own events, as `ask --trace` prints them: in the
+    // loop's order, the answer last, saying what the report says.
+    let at = |kind: &str| {
+        names
+            .iter()
+            .position(|n| *n == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {names:?}"))
+    };
+    for (a, b) in [
+        ("accepted", "observe"),
+        ("observe", "decision"),
+        ("decision", "plan"),
+        ("plan", "sub_query"),
+        ("sub_query", "retrieved"),
+        ("retrieved", "verdict"),
+        ("verdict", "refined"),
+        ("refined", "stopped"),
+        ("stopped", "answer"),
+    ] {
+        assert!(at(a) < at(b), "{a} before {b}: {names:?}");
+    }
+    assert_eq!(names[names.len() - 3], "answer", "{names:?}");
+    let answer = &events[names.len() - 3].1;
+    assert_eq!(answer["answer"], report["answer"]);
+    assert_eq!(answer["citations"], report["citations"]);
+    let verdicts = events.iter().filter(|e| e.0 == "verdict").count();
+    assert_eq!(verdicts, report["verdicts"].as_array().unwrap().len());
+    for (name, v) in &events {
+        if name == "verdict" {
+            assert!(v["graded"]["score"].is_number() && v["graded"]["reason"].is_string());
+        }
+        if name == "retrieved" {
+            assert_eq!(v["hits"][0]["evidence"]["kind"], "chunk", "{v}");
+        }
+    }
 
     // An error is an event too, then done.
     let (events, _) = sse(s.addr, &json!({"question": "x", "collection": "nope"}));

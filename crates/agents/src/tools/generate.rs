@@ -321,8 +321,7 @@ pub fn prompt(question: &str, strips: &[Strip]) -> String {
 fn cite(strip: &Strip, n: usize) -> Citation {
     Citation {
         n,
-        doc: strip.doc.clone(),
-        ordinal: strip.ordinal,
+        evidence: strip.evidence.clone(),
         title: strip.title.clone(),
         span: strip.span,
         text: strip.text.clone(),
@@ -499,12 +498,11 @@ fn extractive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crag::Verdict;
+    use crate::crag::{Evidence, Verdict};
 
     fn strip(text: &str) -> Strip {
         Strip {
-            doc: "0000000000000001".into(),
-            ordinal: 0,
+            evidence: Evidence::chunk("0000000000000001", 0),
             title: "t".into(),
             span: (0, text.chars().count() as u64),
             text: text.into(),

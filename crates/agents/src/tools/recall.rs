@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use crate::crag::{latest, run_input, write_rounded, Recalled, Strip, Verdict};
+use crate::crag::{latest, run_input, write_rounded, Evidence, Recalled, Strip, Verdict};
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -102,8 +102,7 @@ impl Tool for RecallTool {
             };
             if verdict == Verdict::Correct {
                 strips.push(Strip {
-                    doc: format!("mem:{}", h.memory.id),
-                    ordinal: 0,
+                    evidence: Evidence::memory(h.memory.id.clone()),
                     title: format!("memory ({})", h.memory.kind.as_str()),
                     span: (0, h.memory.text.chars().count() as u64),
                     text: h.memory.text.clone(),

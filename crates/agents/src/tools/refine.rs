@@ -9,7 +9,7 @@ use neuralcore_core::parse_doc_id;
 use serde_json::json;
 
 use crate::crag::{
-    char_offset, latest, run_input, sentences, term_set, write_rounded, Graded, QueryTerms,
+    char_offset, latest, run_input, sentences, term_set, write_rounded, Evidence, Graded, QueryTerms,
     Strip,
 };
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
@@ -101,8 +101,7 @@ impl Tool for RefineTool {
                 let score = relevance * (0.5 + 0.5 * (novelty / 0.3).min(1.0));
                 let base = chunk.span.0;
                 strips.push(Strip {
-                    doc: g.doc.clone(),
-                    ordinal: g.ordinal,
+                    evidence: Evidence::chunk(g.doc.clone(), g.ordinal),
                     title: g.title.clone(),
                     span: (
                         base + char_offset(&chunk.text, s),
