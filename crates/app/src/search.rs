@@ -78,10 +78,10 @@ impl SearchRequest {
 }
 
 /// Ranked chunks with their provenance.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchResponse {
     /// [`SEARCH_SCHEMA`].
-    pub schema: &'static str,
+    pub schema: String,
     /// The query.
     pub query: String,
     /// The collection, as the caller names it.
@@ -97,7 +97,7 @@ pub struct SearchResponse {
 }
 
 /// One ranked chunk.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Hit {
     /// 1-based rank.
     pub rank: usize,
@@ -155,7 +155,7 @@ impl SearchResponse {
     /// The response for `results` of `query` in the caller's `collection`.
     pub fn new(query: &str, collection: &str, results: &SearchResults) -> Self {
         SearchResponse {
-            schema: SEARCH_SCHEMA,
+            schema: SEARCH_SCHEMA.into(),
             query: query.to_string(),
             collection: collection.to_string(),
             mode: results.mode,

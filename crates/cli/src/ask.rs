@@ -26,32 +26,11 @@ pub struct AskArgs {
 pub fn ask(json: bool, app: &App, args: AskArgs) -> Result<ExitCode> {
     let run_id = args.run_id.unwrap_or_else(|| new_run_id("ask"));
     let trace = args.trace && !json;
-    let stream = args.stream;
-    // `--trace` prints the loop's events as they happen (the events the HTTP API
-    // streams); `--stream` shows an LLM answer's draft on stderr.
-    let events: Option<EventSink> = (trace || stream).then(|| {
-        Arc::new(move |e: &LoopEvent| {
-            use std::io::Write;
-            match e {
-                LoopEvent::Delta { text } if stream => {
-                    let mut err = std::io::stderr();
-                    let _ = err.write_all(text.as_bytes());
-                    let _ = err.flush();
-                }
-                e if trace => {
-                    if let Some(line) = e.render() {
-                        println!("{line}");
-                    }
-                }
-                _ => {}
-            }
-        }) as EventSink
-    });
     if trace {
         println!("── question: {}", args.question.trim());
     }
     let opts = AskOptions {
-        events,
+        events: sink(trace, args.stream),
         ..args.opts
     };
     let report = app.ask(
@@ -61,18 +40,49 @@ pub fn ask(json: bool, app: &App, args: AskArgs) -> Result<ExitCode> {
         &opts,
         args.memory,
     )?;
-    if stream && app.orchestrator().services.llm.is_some() {
+    if args.stream && app.orchestrator().services.llm.is_some() {
         eprintln!();
     }
+    print(json, trace, &report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the loop's events go: with `trace`, each printed as it happens (the events
+/// the HTTP API streams); with `stream`, an LLM answer's draft on stderr.
+pub fn sink(trace: bool, stream: bool) -> Option<EventSink> {
+    (trace || stream).then(|| {
+        Arc::new(move |e: &LoopEvent| {
+            use std::io::Write;
+            match e {
+                LoopEvent::Delta { text } if stream => {
+                    let mut err = std::io::stderr();
+                    let _ = err.write_all(text.as_bytes());
+                    let _ = err.flush();
+                }
+                // A closed stdout (`| head`) ends the printing, not the run.
+                e if trace => {
+                    if let Some(line) = e.render() {
+                        let _ = writeln!(std::io::stdout(), "{line}");
+                    }
+                }
+                _ => {}
+            }
+        }) as EventSink
+    })
+}
+
+/// The report: as JSON, or the answer with its citations (after a blank line when the
+/// trace came before it).
+pub fn print(json: bool, trace: bool, report: &AskReport) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
         if trace {
             println!();
         }
-        print_answer(&report);
+        print_answer(report);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn print_answer(r: &AskReport) {

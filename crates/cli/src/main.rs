@@ -9,6 +9,7 @@ mod eval;
 mod memory;
 mod output;
 mod qa;
+mod remote;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,20 @@ struct Global {
     /// More logging on stderr (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Run `search`, `ask`, `ingest` and `memory …` against a running neuralcore server
+    /// (e.g. http://127.0.0.1:7700) instead of the data dir, with the same output.
+    #[arg(long, global = true, env = "NEURALCORE_SERVER", value_name = "URL")]
+    server: Option<String>,
+    /// The API key for --server (sent as `Authorization: Bearer`); the key's tenant is
+    /// the one served.
+    #[arg(
+        long,
+        global = true,
+        env = "NEURALCORE_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    api_key: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -619,6 +634,26 @@ fn open(g: &Global, config: Config) -> Result<Engine> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     let g = &cli.global;
+    let remote = g
+        .server
+        .as_deref()
+        .map(|url| remote::Remote::new(url, g.api_key.clone()))
+        .transpose()?;
+    if remote.is_some()
+        && !matches!(
+            cli.command,
+            Command::Search { .. }
+                | Command::Ask { .. }
+                | Command::Ingest { .. }
+                | Command::Memory { .. }
+        )
+    {
+        anyhow::bail!(
+            "--server (or NEURALCORE_SERVER) runs search, ask, ingest and memory on a server; \
+             this command works on the data dir: run it without --server (the HTTP API, \
+             docs/api.md, has the rest)"
+        );
+    }
     match cli.command {
         Command::Ingest {
             paths,
@@ -632,6 +667,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             config.ingest.exclude.extend(exclude);
             config.validate()?;
+            if let Some(r) = &remote {
+                return remote::ingest(
+                    r,
+                    g.json,
+                    g.quiet,
+                    &paths,
+                    &collection,
+                    &config.ingest.walk(),
+                );
+            }
             let engine = open(g, config)?;
             if let Err(why) = engine.embedder_status() {
                 if !g.quiet && !g.json {
@@ -657,6 +702,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             collection,
             full,
         } => {
+            if let Some(r) = &remote {
+                let mut body = serde_json::json!({"query": query, "collection": collection});
+                if let Some(m) = mode {
+                    body["mode"] = serde_json::to_value(m)?;
+                }
+                if let Some(k) = k {
+                    body["k"] = k.into();
+                }
+                if let Some(n) = rerank {
+                    body["rerank"] = n.into();
+                }
+                return remote::search(r, g.json, g.quiet, body, full);
+            }
             let engine = open(g, load_config(g)?)?;
             let res = neuralcore_app::search(
                 &engine,
@@ -678,7 +736,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .into_iter()
                 .map(|t| t.0)
                 .collect();
-            output::print_search(g.json, &engine, &terms, &res, full)?;
+            output::print_search(g.json, Some(&engine), &terms, &res, full)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Rm {
@@ -850,6 +908,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Memory { what } => {
+            if let Some(r) = &remote {
+                return remote::memory(r, g.json, what);
+            }
             let config = load_config(g)?;
             let engine = open(g, config)?;
             memory::run(g.json, engine, &g.data_dir, what)
@@ -937,6 +998,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
             project,
             dirs,
         } => {
+            let switches = neuralcore_agents::Switches {
+                no_retrieval,
+                no_grade,
+                no_verify,
+                no_refine,
+                no_reflect,
+                skip_expensive: false,
+            };
+            let args = ask::AskArgs {
+                question,
+                opts: neuralcore_agents::AskOptions {
+                    collection,
+                    switches,
+                    max_iterations,
+                    deadline_ms,
+                    session,
+                    project,
+                    ..Default::default()
+                },
+                trace,
+                run_id,
+                memory,
+                stream,
+            };
+            if let Some(r) = &remote {
+                if !dirs.is_empty() {
+                    anyhow::bail!(
+                        "--agents is not available with --server: the server loads its own agents"
+                    );
+                }
+                return remote::ask(r, g.json, args);
+            }
             let config = load_config(g)?;
             let app = neuralcore_app::App::open(
                 &g.data_dir,
@@ -946,34 +1039,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     mind: None,
                 },
             )?;
-            let switches = neuralcore_agents::Switches {
-                no_retrieval,
-                no_grade,
-                no_verify,
-                no_refine,
-                no_reflect,
-                skip_expensive: false,
-            };
-            ask::ask(
-                g.json,
-                &app,
-                ask::AskArgs {
-                    question,
-                    opts: neuralcore_agents::AskOptions {
-                        collection,
-                        switches,
-                        max_iterations,
-                        deadline_ms,
-                        session,
-                        project,
-                        ..Default::default()
-                    },
-                    trace,
-                    run_id,
-                    memory,
-                    stream,
-                },
-            )
+            ask::ask(g.json, &app, args)
         }
         Command::Mind {
             what:

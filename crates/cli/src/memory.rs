@@ -137,7 +137,7 @@ pub enum MemoryCommand {
     },
 }
 
-fn show(m: &Memory) {
+pub fn show(m: &Memory) {
     println!(
         "{}  trust {:.3}  {}  {}{}",
         m.id,

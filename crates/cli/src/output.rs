@@ -150,7 +150,7 @@ fn highlight(engine: &Engine, collection: &str, text: &str, terms: &[String]) ->
 /// Search results: the versioned JSON (`neuralcore.search/v1`), or one block per hit.
 pub fn print_search(
     json: bool,
-    engine: &Engine,
+    engine: Option<&Engine>,
     terms: &[String],
     res: &SearchResponse,
     full: bool,
@@ -189,7 +189,7 @@ pub fn print_search(
             t.push('…');
             t
         };
-        if color {
+        if let Some(engine) = engine.filter(|_| color) {
             text = highlight(engine, collection, &text, terms);
         }
         for line in text.lines() {

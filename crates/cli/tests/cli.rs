@@ -1446,3 +1446,203 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
     assert!(count("Selected:") >= 30, "{report}");
     assert_eq!(count("Tested:"), count("Selected:"), "{report}");
 }
+
+#[test]
+fn the_cli_runs_search_ask_ingest_and_memory_against_a_server_with_the_same_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (local, data) = (tmp.path().join("local"), tmp.path().join("served"));
+    let ex = examples();
+    let ex = ex.to_str().unwrap();
+    assert!(run_with_model(&local, &["ingest", ex]).status.success());
+    // Two tenants on the server, each with its own key.
+    assert!(run(&data, &["tenants", "create", "acme"]).status.success());
+    let key = |tenant: &str| {
+        json(&run(
+            &data,
+            &[
+                "--json", "keys", "create", "--tenant", tenant, "--scope", "write",
+            ],
+        ))["key"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (acme, other) = (key("acme"), key("default"));
+    let (mut server, base) = start_server(&data);
+    let remote = |key: &str, args: &[&str]| {
+        bin()
+            .env("NEURALCORE_SERVER", &base)
+            .env("NEURALCORE_API_KEY", key)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // ingest: the folder's files become jobs the CLI waits for.
+    let out = remote(&acme, &["ingest", ex]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("7 file(s) into default on the server: 7 ingested"),
+        "{text}"
+    );
+
+    // search: the same hits as over the data dir (ids differ: a document's id names its
+    // tenant's collection).
+    let served = json(&remote(
+        &acme,
+        &["--json", "search", "tides and the moon", "-k", "5"],
+    ));
+    let there = json(&run_with_model(
+        &local,
+        &["--json", "search", "tides and the moon", "-k", "5"],
+    ));
+    assert_eq!(served["schema"], there["schema"]);
+    let hits = |v: &Value| -> Vec<(String, String)> {
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    format!("{:.4}", h["score"].as_f64().unwrap()),
+                    h["text"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(hits(&served), hits(&there));
+    assert!(!hits(&served).is_empty());
+    assert!(served["hits"][0]["path"]
+        .as_str()
+        .unwrap()
+        .starts_with("upload:"));
+    let out = remote(&acme, &["search", "tides and the moon"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" 1. "));
+
+    // ask: the same answer and evidence; with --trace, the loop's events as they come.
+    let q = "What causes the tides?";
+    let served = json(&remote(&acme, &["--json", "ask", q]));
+    let there = json(&run_with_model(&local, &["--json", "ask", q]));
+    assert_eq!(served["schema"], "neuralcore.ask/v1");
+    assert_eq!(served["answer"], there["answer"]);
+    let evidence = |v: &Value| -> Vec<(Value, Value)> {
+        v["citations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["evidence"]["kind"].clone(), c["text"].clone()))
+            .collect()
+    };
+    assert_eq!(evidence(&served), evidence(&there));
+    assert!(!evidence(&served).is_empty());
+    let out = remote(&acme, &["ask", q, "--trace"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for step in [
+        "── question: ",
+        "── iteration 1",
+        "   retrieved ",
+        "   verdict ",
+        "── stop: ",
+        "── answer ",
+        "confidence ",
+    ] {
+        assert!(text.contains(step), "{step:?} not in\n{text}");
+    }
+
+    // memory: add, get, list, search, signal, forget, restore, audit, tiers, graph.
+    let added = json(&remote(
+        &acme,
+        &[
+            "--json",
+            "memory",
+            "add",
+            "Release builds need two approvals from Alice",
+            "--kind",
+            "rule",
+            "--project",
+            "ops",
+        ],
+    ));
+    let id = added["id"].as_str().unwrap().to_string();
+    assert_eq!(added["kind"], "rule");
+    let got = json(&remote(&acme, &["--json", "memory", "get", &id]));
+    assert_eq!(
+        got["memory"]["text"],
+        "Release builds need two approvals from Alice"
+    );
+    let listed = json(&remote(
+        &acme,
+        &["--json", "memory", "list", "--project", "ops"],
+    ));
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let found = json(&remote(
+        &acme,
+        &["--json", "memory", "search", "how many approvals"],
+    ));
+    assert_eq!(found[0]["memory"]["id"], id.as_str());
+    let before = got["memory"]["trust"].as_f64().unwrap();
+    let after = json(&remote(
+        &acme,
+        &["--json", "memory", "signal", &id, "confirmed"],
+    ));
+    assert!(after["trust"].as_f64().unwrap() > before, "{after}");
+    let gone = json(&remote(&acme, &["--json", "memory", "forget", &id]));
+    assert_eq!(gone["status"], "archived");
+    let back = json(&remote(&acme, &["--json", "memory", "restore", &id]));
+    assert_eq!(back["status"], "active");
+    let audit = json(&remote(&acme, &["--json", "memory", "audit", &id]));
+    assert!(audit.as_array().unwrap().len() >= 3, "{audit}");
+    let out = remote(&acme, &["memory", "tiers", "--project", "ops"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&id));
+    let out = remote(&acme, &["memory", "get", &id]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("trust"));
+
+    // The other tenant's key sees none of it.
+    let listed = json(&remote(
+        &other,
+        &["--json", "memory", "list", "--status", "all"],
+    ));
+    assert_eq!(listed, serde_json::json!([]));
+    let out = remote(&other, &["memory", "get", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("404"), "{}", stderr(&out));
+    let out = remote(&other, &["search", "tides"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("acme"), "{}", stderr(&out));
+
+    // Bad input: a clear error and exit code 1, never a panic.
+    for (args, says) in [
+        (vec!["search", "x"], "401"),
+        (vec!["sources"], "works on the data dir"),
+        (vec!["ask", q, "--run-id", "r1"], "--run-id"),
+        (vec!["memory", "sweep"], "data dir"),
+        (
+            vec!["memory", "link", &id, "bogus", &id],
+            "unknown relation",
+        ),
+    ] {
+        let key = if says == "401" {
+            "nc_wrong"
+        } else {
+            acme.as_str()
+        };
+        let out = remote(key, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+    }
+    for url in ["localhost:1", "http://127.0.0.1:1"] {
+        let out = bin()
+            .args(["--server", url, "search", "x"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(err.contains("URL") || err.contains("cannot reach"), "{err}");
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -279,7 +279,7 @@ pub fn link_entities(
 }
 
 /// What the graph holds around an entity.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Neighbourhood {
     /// The entity's node id.
     pub node: String,

@@ -80,7 +80,7 @@ impl Default for SearchOptions {
 }
 
 /// One result.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct MemHit {
     /// The memory (trust as of the search).
     pub memory: Memory,

@@ -48,7 +48,7 @@ impl Default for TierRequest {
 }
 
 /// One loaded memory.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Loaded {
     /// Id.
     pub id: String,
@@ -63,7 +63,7 @@ pub struct Loaded {
 }
 
 /// What a session would load.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Tiers {
     /// How tokens were counted (`model tokenizer` or `estimate`).
     pub counted_by: String,
