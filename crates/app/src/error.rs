@@ -19,6 +19,10 @@ pub enum AppError {
     /// A backend is down or busy; worth retrying.
     #[error("{0}")]
     Unavailable(String),
+    /// The disk of the data dir is full (or over quota): nothing was written; worth
+    /// retrying once space is freed. The message names no path: front ends show it.
+    #[error("{0}")]
+    StorageFull(String),
     /// A bug or a broken store: not the caller's fault.
     #[error("{0}")]
     Internal(String),
@@ -26,19 +30,56 @@ pub enum AppError {
 
 impl AppError {
     /// A short stable name of the category (`invalid_input`, `not_found`,
-    /// `unavailable`, `internal`).
+    /// `unavailable`, `storage_full`, `internal`).
     pub fn kind(&self) -> &'static str {
         match self {
             AppError::InvalidInput(_) => "invalid_input",
             AppError::NotFound(_) => "not_found",
             AppError::Unavailable(_) => "unavailable",
+            AppError::StorageFull(_) => "storage_full",
             AppError::Internal(_) => "internal",
         }
     }
+
+    /// Cannot `what` (e.g. "store the upload") because the disk is full.
+    pub fn storage_full(what: &str) -> Self {
+        AppError::StorageFull(format!(
+            "cannot {what}: the disk of the data dir is full (free some space, then try again)"
+        ))
+    }
+}
+
+/// Whether `e`, or an error under it, is an I/O error of a full disk (or quota).
+pub(crate) fn is_disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
+    let full = |io: &std::io::Error| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        )
+    };
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if full(io) {
+                return true;
+            }
+        }
+        if let Some(io) = e.downcast_ref::<std::sync::Arc<std::io::Error>>() {
+            if full(io) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
 }
 
 impl From<EngineError> for AppError {
     fn from(e: EngineError) -> Self {
+        if matches!(e, EngineError::Store(neuralcore_core::StoreError::Full(_))) || is_disk_full(&e)
+        {
+            return AppError::storage_full("write to the store or its indexes");
+        }
         match e {
             EngineError::InvalidInput(m) => AppError::InvalidInput(m),
             EngineError::NotFound(m) => AppError::NotFound(m),
@@ -83,5 +124,35 @@ impl From<MemoryError> for AppError {
             MemoryError::Unavailable(_) => AppError::Unavailable(e.to_string()),
             MemoryError::Backend(_) => AppError::Internal(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("wrapped")]
+    struct Wrapped(#[source] std::io::Error);
+
+    #[test]
+    fn a_full_disk_is_its_own_category_and_names_no_path() {
+        let e = AppError::from(EngineError::Store(neuralcore_core::StoreError::Full(
+            "No space left on device (os error 28)".into(),
+        )));
+        assert!(matches!(e, AppError::StorageFull(_)), "{e:?}");
+        assert_eq!(e.kind(), "storage_full");
+        assert!(e.to_string().contains("disk") && !e.to_string().contains('/'));
+        // Found under other errors too (an index's I/O error).
+        let io = || std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert!(is_disk_full(&Wrapped(io())));
+        assert!(is_disk_full(&Wrapped(std::io::Error::other(Wrapped(io())))));
+        assert!(!is_disk_full(&Wrapped(std::io::Error::from(
+            std::io::ErrorKind::NotFound
+        ))));
+        let other = AppError::from(EngineError::Store(neuralcore_core::StoreError::Backend(
+            "x".into(),
+        )));
+        assert_eq!(other.kind(), "internal");
     }
 }

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, TryLockError, Weak};
 use std::time::Duration;
 
 use redb::{ReadableTable, TableDefinition};
@@ -237,12 +237,99 @@ fn io(what: &str, e: std::io::Error) -> AppError {
     // A full disk or a read-only data dir is worth retrying later; say which, not where.
     match e.kind() {
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
-            AppError::Unavailable(format!("cannot {what}: the data dir is full"))
+            AppError::storage_full(what)
         }
         std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => {
             AppError::Unavailable(format!("cannot {what}: the data dir is not writable"))
         }
         _ => AppError::Internal(format!("cannot {what}: {}", e.kind())),
+    }
+}
+
+/// A redb error of the job store.
+fn db_error(e: redb::Error) -> AppError {
+    match e {
+        redb::Error::Io(e) => io("update the job store", e),
+        redb::Error::PreviousIo => {
+            AppError::Unavailable("the job store is reopening after an I/O error".into())
+        }
+        redb::Error::DatabaseAlreadyOpen => AppError::Unavailable(
+            "the job store is open in another process (a running server?)".into(),
+        ),
+        other => internal(other),
+    }
+}
+
+/// A redb error inside a job store transaction (boxed: redb's is large).
+fn bx(e: impl Into<redb::Error>) -> Box<redb::Error> {
+    Box::new(e.into())
+}
+
+/// A job record that does not decode (as a redb error, inside a transaction).
+fn bad_record(e: serde_json::Error) -> Box<redb::Error> {
+    bx(redb::Error::Corrupted(format!(
+        "a job record does not decode: {e}"
+    )))
+}
+
+/// `jobs.redb`. After an I/O error (a full disk) redb refuses every read and write of a
+/// database until it is opened again: the next call reopens it, once no transaction is
+/// open (transactions live under the read guard, a reopen only tries the write lock).
+struct JobDb {
+    path: PathBuf,
+    /// `None` while a reopen failed (the next call tries again).
+    db: RwLock<Option<redb::Database>>,
+    broken: AtomicBool,
+}
+
+impl JobDb {
+    fn open(path: &Path) -> Result<JobDb, AppError> {
+        let db = redb::Database::create(path).map_err(|e| db_error(e.into()))?;
+        Ok(JobDb {
+            path: path.to_path_buf(),
+            db: RwLock::new(Some(db)),
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    /// Run `f` in the database.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&redb::Database) -> Result<T, Box<redb::Error>>,
+    ) -> Result<T, AppError> {
+        let mut failed = None;
+        if self.broken.load(Ordering::SeqCst) {
+            failed = self.reopen().err();
+        }
+        let g = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(db) = g.as_ref() else {
+            return Err(failed.map(|e| db_error(*e)).unwrap_or_else(|| {
+                AppError::Unavailable("the job store is reopening after an I/O error".into())
+            }));
+        };
+        f(db).map_err(|e| {
+            if matches!(*e, redb::Error::Io(_) | redb::Error::PreviousIo) {
+                self.broken.store(true, Ordering::SeqCst);
+            }
+            db_error(*e)
+        })
+    }
+
+    fn reopen(&self) -> Result<(), Box<redb::Error>> {
+        let mut g = match self.db.try_write() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
+        if !self.broken.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        // The old handle holds the file's lock: close it first.
+        *g = None;
+        *g = Some(redb::Database::create(&self.path).map_err(bx)?);
+        self.broken.store(false, Ordering::SeqCst);
+        tracing::info!("the job store was reopened after an I/O error");
+        Ok(())
     }
 }
 
@@ -266,7 +353,10 @@ fn valid_job_id(id: &str) -> bool {
 
 /// The jobs of a data dir and their worker.
 pub struct Jobs {
-    db: redb::Database,
+    db: JobDb,
+    /// Jobs whose last change the job store could not take (a full disk): what readers
+    /// see, until the worker writes them.
+    unsaved: Mutex<BTreeMap<String, Job>>,
     data_dir: PathBuf,
     /// Bumped on every submit (and on shutdown) to wake the worker.
     wake: (Mutex<u64>, Condvar),
@@ -281,14 +371,10 @@ impl Jobs {
     /// again (or failed after [`MAX_ATTEMPTS`]).
     pub fn open(data_dir: &Path) -> Result<Jobs, AppError> {
         std::fs::create_dir_all(data_dir).map_err(|e| io("create the data dir", e))?;
-        let db = redb::Database::create(data_dir.join("jobs.redb")).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
-                "the job store is open in another process (a running server?)".into(),
-            ),
-            other => internal(other),
-        })?;
+        let db = JobDb::open(&data_dir.join("jobs.redb"))?;
         let jobs = Jobs {
             db,
+            unsaved: Mutex::new(BTreeMap::new()),
             data_dir: data_dir.to_path_buf(),
             wake: (Mutex::new(0), Condvar::new()),
             running: Mutex::new(None),
@@ -300,40 +386,48 @@ impl Jobs {
     }
 
     fn recover(&self) -> Result<(), AppError> {
-        let txn = self.db.begin_write().map_err(internal)?;
-        {
-            let mut t = txn.open_table(JOBS).map_err(internal)?;
-            let mut fix = Vec::new();
-            for e in t.iter().map_err(internal)? {
-                let (k, v) = e.map_err(internal)?;
-                let mut job: Job = serde_json::from_slice(v.value()).map_err(internal)?;
-                if job.state.is_terminal() || job.state == JobState::Queued {
-                    continue;
+        let over = self.db.with(|db| {
+            let txn = db.begin_write().map_err(bx)?;
+            let mut over = Vec::new();
+            {
+                let mut t = txn.open_table(JOBS).map_err(bx)?;
+                let mut fix = Vec::new();
+                for e in t.iter().map_err(bx)? {
+                    let (k, v) = e.map_err(bx)?;
+                    let mut job: Job = serde_json::from_slice(v.value()).map_err(bad_record)?;
+                    if job.state.is_terminal() || job.state == JobState::Queued {
+                        continue;
+                    }
+                    job.updated_ms = now_ms();
+                    if job.cancel_requested {
+                        job.state = JobState::Cancelled;
+                    } else if job.attempts >= MAX_ATTEMPTS {
+                        job.state = JobState::Failed;
+                        job.error = Some(format!(
+                            "interrupted {} times (the server stopped while it ran); upload again",
+                            job.attempts
+                        ));
+                    } else {
+                        tracing::info!("job {} was interrupted: queued again", job.id);
+                        job.state = JobState::Queued;
+                    }
+                    fix.push((k.value().to_string(), job));
                 }
-                job.updated_ms = now_ms();
-                if job.cancel_requested {
-                    job.state = JobState::Cancelled;
-                } else if job.attempts >= MAX_ATTEMPTS {
-                    job.state = JobState::Failed;
-                    job.error = Some(format!(
-                        "interrupted {} times (the server stopped while it ran); upload again",
-                        job.attempts
-                    ));
-                } else {
-                    tracing::info!("job {} was interrupted: queued again", job.id);
-                    job.state = JobState::Queued;
+                for (k, job) in fix {
+                    if job.state.is_terminal() {
+                        over.push(job.id.clone());
+                    }
+                    let bytes = serde_json::to_vec(&job).map_err(bad_record)?;
+                    t.insert(k.as_str(), bytes.as_slice()).map_err(bx)?;
                 }
-                fix.push((k.value().to_string(), job));
             }
-            for (k, job) in fix {
-                if job.state.is_terminal() {
-                    let _ = std::fs::remove_dir_all(self.staging(&job.id));
-                }
-                let bytes = serde_json::to_vec(&job).map_err(internal)?;
-                t.insert(k.as_str(), bytes.as_slice()).map_err(internal)?;
-            }
+            txn.commit().map_err(bx)?;
+            Ok(over)
+        })?;
+        for id in over {
+            let _ = std::fs::remove_dir_all(self.staging(&id));
         }
-        txn.commit().map_err(internal)
+        Ok(())
     }
 
     fn staging(&self, id: &str) -> PathBuf {
@@ -346,40 +440,90 @@ impl Jobs {
     }
 
     fn put(&self, job: &Job) -> Result<(), AppError> {
-        let txn = self.db.begin_write().map_err(internal)?;
-        {
-            let mut t = txn.open_table(JOBS).map_err(internal)?;
-            let bytes = serde_json::to_vec(job).map_err(internal)?;
-            t.insert(job.id.as_str(), bytes.as_slice())
-                .map_err(internal)?;
+        let bytes = serde_json::to_vec(job).map_err(internal)?;
+        self.db.with(|db| {
+            let txn = db.begin_write().map_err(bx)?;
+            {
+                let mut t = txn.open_table(JOBS).map_err(bx)?;
+                t.insert(job.id.as_str(), bytes.as_slice()).map_err(bx)?;
+            }
+            txn.commit().map_err(bx)
+        })?;
+        self.unsaved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&job.id);
+        Ok(())
+    }
+
+    /// Write the end of a job; when the job store cannot take it (a full disk), readers
+    /// see it all the same, and the worker writes it later.
+    fn put_final(&self, job: &Job) -> Result<(), AppError> {
+        self.put(job).inspect_err(|_| {
+            self.unsaved
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(job.id.clone(), job.clone());
+        })
+    }
+
+    /// Write the jobs the job store could not take before.
+    fn flush_unsaved(&self) {
+        let jobs: Vec<Job> = {
+            let u = self.unsaved.lock().unwrap_or_else(PoisonError::into_inner);
+            u.values().cloned().collect()
+        };
+        for job in jobs {
+            if self.put(&job).is_ok() {
+                tracing::info!("job {}: its end is saved now", job.id);
+            }
         }
-        txn.commit().map_err(internal)
     }
 
     fn load(&self, id: &str) -> Result<Option<Job>, AppError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let t = match txn.open_table(JOBS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(internal(e)),
-        };
-        let v = t.get(id).map_err(internal)?;
-        v.map(|v| serde_json::from_slice(v.value()).map_err(internal))
+        if let Some(j) = self
+            .unsaved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+        {
+            return Ok(Some(j.clone()));
+        }
+        let bytes = self.db.with(|db| {
+            let txn = db.begin_read().map_err(bx)?;
+            let t = match txn.open_table(JOBS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(bx(e)),
+            };
+            Ok(t.get(id).map_err(bx)?.map(|v| v.value().to_vec()))
+        })?;
+        bytes
+            .map(|b| serde_json::from_slice(&b).map_err(internal))
             .transpose()
     }
 
     fn all(&self) -> Result<Vec<Job>, AppError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let t = match txn.open_table(JOBS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(internal(e)),
-        };
-        let mut out = Vec::new();
-        for e in t.iter().map_err(internal)? {
-            let (_, v) = e.map_err(internal)?;
-            out.push(serde_json::from_slice::<Job>(v.value()).map_err(internal)?);
-        }
+        let all = self.db.with(|db| {
+            let txn = db.begin_read().map_err(bx)?;
+            let t = match txn.open_table(JOBS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(bx(e)),
+            };
+            let mut out = Vec::new();
+            for e in t.iter().map_err(bx)? {
+                let (_, v) = e.map_err(bx)?;
+                out.push(serde_json::from_slice::<Job>(v.value()).map_err(bad_record)?);
+            }
+            Ok(out)
+        })?;
+        let unsaved = self.unsaved.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<Job> = all
+            .into_iter()
+            .filter(|j| !unsaved.contains_key(&j.id))
+            .collect();
+        out.extend(unsaved.values().cloned());
         Ok(out)
     }
 
@@ -534,7 +678,7 @@ impl Jobs {
         job.error = Some(why.into());
         job.updated_ms = now_ms();
         let _ = std::fs::remove_dir_all(self.staging(id));
-        self.put(&job)
+        self.put_final(&job)
     }
 
     /// Tell the worker to stop after its current file (without waiting for it).
@@ -608,6 +752,7 @@ impl Jobs {
                 return;
             }
             let seen = *self.wake.0.lock().unwrap_or_else(|p| p.into_inner());
+            self.flush_unsaved();
             match self.next_queued() {
                 Ok(Some((job, flag))) => {
                     let Some(app) = app.upgrade() else { return };
@@ -705,6 +850,10 @@ impl Jobs {
                 }
                 let paths: Vec<PathBuf> = moved.iter().map(|m| m.path.clone()).collect();
                 let result = app.ingest(&tenant, &paths, &collection, &mut obs);
+                if let Err(e) = &result {
+                    // The group's commit failed: a file reported stored may not be.
+                    obs.unstore(app, &stored, &paths, e);
+                }
                 let requeue = self.shutdown.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
                 settle(&moved, &obs.done, requeue);
                 match result {
@@ -729,7 +878,7 @@ impl Jobs {
                 // start resumes it.
                 job.state = JobState::Queued;
                 job.updated_ms = now_ms();
-                return self.put(&job);
+                return self.put_final(&job);
             }
             Ok(()) if stopped => job.state = JobState::Cancelled,
             Ok(()) => job.state = JobState::Indexed,
@@ -740,13 +889,20 @@ impl Jobs {
                         tracing::error!("job {}: {m}", job.id);
                         "an internal error stopped the job (the server's log has the detail)".into()
                     }
+                    AppError::StorageFull(m) => {
+                        tracing::warn!("job {}: {m}", job.id);
+                        "the disk of the data dir is full: the files not stored by then were \
+                         dropped (see `counts` and `errors`); free some space, then upload them \
+                         again"
+                            .into()
+                    }
                     other => public_message(other, &self.data_dir),
                 });
             }
         }
         let _ = std::fs::remove_dir_all(&staging);
         job.updated_ms = now_ms();
-        self.put(&job)
+        self.put_final(&job)
     }
 }
 
@@ -795,9 +951,9 @@ fn place(staging: &Path, dest: &Path, name: &str) -> Result<Placed, AppError> {
 /// After a group: a stored file stays and its earlier version goes; a file that failed
 /// (or was not reached) gives the earlier version back, or leaves nothing behind; with
 /// `requeue` (shutting down) a file not reached goes back to the staging folder.
-fn settle(placed: &[Placed], done: &[(PathBuf, bool)], requeue: bool) {
+fn settle(placed: &[Placed], done: &[Done], requeue: bool) {
     for p in placed {
-        let outcome = done.iter().find(|(d, _)| *d == p.path).map(|(_, ok)| *ok);
+        let outcome = done.iter().find(|d| d.path == p.path).map(|d| d.stored);
         match outcome {
             Some(true) => {
                 if let Some(prev) = &p.previous {
@@ -843,6 +999,30 @@ fn groups(sizes: &[u64], max: u64) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// Whether the store holds `path` as it is on disk (its source has the file's hash); not
+/// when that cannot be told.
+fn in_store(app: &App, stored_collection: &str, path: &Path) -> bool {
+    use sha2::Digest;
+    let Ok(id) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let Ok(Some(source)) = app
+        .engine()
+        .store()
+        .source(stored_collection, &id.to_string_lossy())
+    else {
+        return false;
+    };
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    let hex: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    source.raw_sha256 == hex
+}
+
 /// An error's message without the server's paths.
 fn public_message(e: &AppError, data_dir: &Path) -> String {
     let mut m = e.to_string();
@@ -866,7 +1046,16 @@ struct JobObserver<'a> {
     shutdown: &'a AtomicBool,
     names: BTreeMap<PathBuf, String>,
     /// Files handled, and whether each was stored (or unchanged).
-    done: Vec<(PathBuf, bool)>,
+    done: Vec<Done>,
+}
+
+/// A file an ingest handled.
+struct Done {
+    path: PathBuf,
+    /// Stored (or unchanged).
+    stored: bool,
+    /// Documents and new chunks it counted, when it was ingested.
+    ingested: Option<(usize, usize)>,
 }
 
 impl JobObserver<'_> {
@@ -876,6 +1065,49 @@ impl JobObserver<'_> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         })
+    }
+
+    /// After a failed ingest of `paths` (its last commit did not happen): the files the
+    /// store does not hold count as failed, with why (those reported stored, and those it
+    /// did not reach).
+    fn unstore(&mut self, app: &App, stored_collection: &str, paths: &[PathBuf], e: &AppError) {
+        let why = match e {
+            AppError::StorageFull(_) => "not stored: the disk of the data dir is full",
+            _ => "not stored: the job failed before it was committed",
+        };
+        for path in paths {
+            let c = &mut self.job.counts;
+            match self.done.iter_mut().find(|d| d.path == *path) {
+                Some(d) if !d.stored => continue,
+                Some(d) => {
+                    if in_store(app, stored_collection, path) {
+                        continue;
+                    }
+                    d.stored = false;
+                    if let Some((documents, chunks)) = d.ingested {
+                        c.ingested -= 1;
+                        c.documents -= documents;
+                        c.chunks -= chunks;
+                    } else {
+                        c.skipped -= 1;
+                    }
+                }
+                None => {
+                    c.files_done += 1;
+                    self.done.push(Done {
+                        path: path.clone(),
+                        stored: false,
+                        ingested: None,
+                    });
+                }
+            }
+            self.job.counts.failed += 1;
+            let file = self.name(path);
+            self.job.errors.push(JobFileMessage {
+                file,
+                message: why.into(),
+            });
+        }
     }
 
     fn set_state(&mut self, state: JobState) {
@@ -903,6 +1135,7 @@ impl neuralcore_engine::IngestObserver for JobObserver<'_> {
         use neuralcore_engine::FileOutcome;
         let c = &mut self.job.counts;
         c.files_done += 1;
+        let mut ingested = None;
         let stored = match outcome {
             FileOutcome::Ingested {
                 documents,
@@ -911,6 +1144,7 @@ impl neuralcore_engine::IngestObserver for JobObserver<'_> {
                 c.ingested += 1;
                 c.documents += documents;
                 c.chunks += new_chunks;
+                ingested = Some((*documents, *new_chunks));
                 true
             }
             FileOutcome::Skipped { .. } => {
@@ -927,7 +1161,11 @@ impl neuralcore_engine::IngestObserver for JobObserver<'_> {
                 false
             }
         };
-        self.done.push((path.to_path_buf(), stored));
+        self.done.push(Done {
+            path: path.to_path_buf(),
+            stored,
+            ingested,
+        });
         self.job.state = JobState::Parsing;
         self.checkpoint();
     }
@@ -982,6 +1220,29 @@ impl PublicNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_while_staging_is_storage_full_without_a_path() {
+        let e = io(
+            "store the upload",
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        );
+        assert!(matches!(e, AppError::StorageFull(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "cannot store the upload: the disk of the data dir is full (free some space, then \
+             try again)"
+        );
+        let e = db_error(redb::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::StorageFull,
+        )));
+        assert!(matches!(e, AppError::StorageFull(_)), "{e:?}");
+        let e = io(
+            "store the upload",
+            std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),
+        );
+        assert!(matches!(e, AppError::Unavailable(_)), "{e:?}");
+    }
 
     #[test]
     fn files_are_grouped_by_size_in_order() {

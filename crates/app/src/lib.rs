@@ -64,7 +64,9 @@ impl App {
     pub fn open(data_dir: &Path, config: Config, opts: OpenOptions) -> Result<App, AppError> {
         config.validate()?;
         let engine = Engine::open(data_dir, config).map_err(|e| match e {
-            neuralcore_engine::EngineError::Store(s) if s.is_transient() => {
+            neuralcore_engine::EngineError::Store(s)
+                if s.is_transient() && !matches!(s, neuralcore_core::StoreError::Full(_)) =>
+            {
                 AppError::Unavailable(match running_server(data_dir) {
                     Some(srv) => format!(
                         "a neuralcore server (pid {}) owns the data dir {}: use its HTTP API at \

@@ -15,6 +15,10 @@ pub enum StoreError {
     /// The store could not be opened or is held by another process (transient).
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The disk holding the store is full (or over quota): nothing of the write was
+    /// committed; it may succeed once space is freed (transient).
+    #[error("the disk holding the store is full: {0}")]
+    Full(String),
     /// The data on disk could not be decoded.
     #[error("store data corrupt: {0}")]
     Corrupt(String),
@@ -26,6 +30,6 @@ pub enum StoreError {
 impl StoreError {
     /// True when retrying the same call later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(self, StoreError::Unavailable(_) | StoreError::Full(_))
     }
 }

@@ -104,6 +104,7 @@ impl ApiError {
             "forbidden" => "Forbidden",
             "rate_limited" => "Too many requests",
             "unavailable" => "Unavailable",
+            "storage_full" => "Storage full",
             "payload_too_large" => "Payload too large",
             "unsupported_media_type" => "Unsupported media type",
             "method_not_allowed" => "Method not allowed",
@@ -121,6 +122,14 @@ impl From<AppError> for ApiError {
             AppError::Unavailable(m) => {
                 tracing::warn!("unavailable: {m}");
                 ApiError::busy("a backend is unavailable; try again", 5)
+            }
+            AppError::StorageFull(m) => {
+                // The message names no path: the client learns the disk is full.
+                tracing::warn!("storage full: {m}");
+                ApiError {
+                    retry_after: Some(60),
+                    ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_full", m)
+                }
             }
             AppError::Internal(m) => {
                 let id = std::time::SystemTime::now()
@@ -160,5 +169,26 @@ impl IntoResponse for ApiError {
             h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_a_503_storage_full_problem_with_its_detail() {
+        let detail = "cannot store the upload: the disk of the data dir is full";
+        let e = ApiError::from(AppError::StorageFull(detail.into()));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.kind, "storage_full");
+        assert_eq!(e.detail, detail);
+        assert_eq!(e.title(), "Storage full");
+        let r = e.into_response();
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert!(r.headers().contains_key(header::RETRY_AFTER));
     }
 }

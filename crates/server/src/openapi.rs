@@ -73,7 +73,10 @@ fn add_errors(op: &mut Operation, path: &str, needs_key: bool) {
             "500",
             "An internal error (its detail stays in the server's log)",
         ),
-        ("503", "Busy or a backend is down (see Retry-After)"),
+        (
+            "503",
+            "Busy, a backend is down, or the data dir's disk is full (see Retry-After)",
+        ),
     ];
     if needs_key {
         errors.push(("401", "No valid API key"));

@@ -492,3 +492,163 @@ fn a_failed_reupload_keeps_the_earlier_version() {
     );
     assert!(!on_disk.exists());
 }
+
+/// An ask as an event stream, read to its end: the raw text of every event.
+fn ask_stream(addr: SocketAddr, key: &str, question: &str, collection: &str) -> String {
+    let body = json!({"question": question, "collection": collection}).to_string();
+    let r = raw(
+        addr,
+        format!(
+            "POST /v1/ask HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    assert!(text.contains("event: done"), "{text}");
+    text
+}
+
+#[test]
+fn two_tenants_uploading_remembering_and_streaming_at_once_never_see_each_other() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| {
+        for t in ["acme", "globex"] {
+            ks.create_tenant(t).unwrap();
+            let (k, _) = ks.create_key(t, Scope::Write, "").unwrap();
+            made.insert(t.to_string(), k);
+        }
+    });
+    let a = s.addr;
+    // Each tenant's secret word, and the other's it must never be shown.
+    let cases = [
+        ("acme", made["acme"].clone(), "zanzibarite", "quokkaphone"),
+        (
+            "globex",
+            made["globex"].clone(),
+            "quokkaphone",
+            "zanzibarite",
+        ),
+    ];
+    // Each asks about its own word only: whatever of the other's shows was leaked (with
+    // a handful of documents per tenant, vector search returns every one it can see).
+    let question = |mine: &str| format!("Which instrument is the {mine}?");
+    let mut handles = Vec::new();
+    for (tenant, key, mine, theirs) in cases.clone() {
+        // Uploads: three jobs, one after another, each checked while the other tenant
+        // works.
+        let k = key.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            for i in 0..3 {
+                let body = json!({"documents": [{"name": format!("{tenant}-{i}"), "title": format!("{mine} {i}"),
+                    "text": format!("The {mine} is a brass instrument of the {tenant} band, number {i}. It is played at dawn.")}]});
+                let r = req(a, "POST", "/v1/collections/notes/documents", Some(&k), Some(&body));
+                assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+                let id = r.json()["id"].as_str().unwrap().to_string();
+                let j = wait_job(a, Some(&k), &id);
+                assert_eq!(j["state"], "indexed", "{j}");
+                ids.push(id);
+                let list = req(a, "GET", "/v1/jobs", Some(&k), None);
+                let text = String::from_utf8_lossy(&list.body).into_owned();
+                assert!(!text.contains(theirs), "jobs leaked {theirs}: {text}");
+                for id in &ids {
+                    assert!(text.contains(id.as_str()), "{id} missing: {text}");
+                }
+            }
+            ids
+        }));
+        // Memories: add, search, list, at the same time.
+        let k = key.clone();
+        let q = question(mine);
+        handles.push(std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            for i in 0..4 {
+                let r = req(
+                    a,
+                    "POST",
+                    "/v1/memories",
+                    Some(&k),
+                    Some(&json!({"text": format!("The {mine} needs tuning every {} days.", i + 2), "kind": "fact"})),
+                );
+                assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+                ids.push(r.json()["memory"]["id"].as_str().unwrap().to_string());
+                for (path, body) in [
+                    ("/v1/memories/search", Some(json!({"query": q, "k": 20}))),
+                    ("/v1/memories", None),
+                ] {
+                    let r = match &body {
+                        Some(b) => req(a, "POST", path, Some(&k), Some(b)),
+                        None => req(a, "GET", path, Some(&k), None),
+                    };
+                    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+                    let text = String::from_utf8_lossy(&r.body);
+                    assert!(!text.contains(theirs), "{path} leaked {theirs}: {text}");
+                    assert!(text.contains(mine), "{path} lost {mine}: {text}");
+                }
+            }
+            ids
+        }));
+        // Asks streamed while the others write.
+        let k = key.clone();
+        let q = question(mine);
+        handles.push(std::thread::spawn(move || {
+            let (start, mut asked, mut answered) = (Instant::now(), 0, false);
+            while asked < 4 {
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "no collection to ask"
+                );
+                let r = req(a, "GET", "/v1/collections", Some(&k), None);
+                if !String::from_utf8_lossy(&r.body).contains("notes") {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                let text = ask_stream(a, &k, &q, "notes");
+                assert!(!text.contains(theirs), "the stream leaked {theirs}: {text}");
+                answered |= text.contains("event: answer") && text.contains(mine);
+                asked += 1;
+            }
+            // Once its documents are in, the stream answers from them.
+            if !answered {
+                let text = ask_stream(a, &k, &q, "notes");
+                assert!(
+                    text.contains("event: answer") && text.contains(mine),
+                    "{text}"
+                );
+            }
+            Vec::new()
+        }));
+    }
+    let mut owned: Vec<Vec<String>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Afterwards each tenant's ids answer 404 to the other: jobs and memories.
+    let (acme_jobs, acme_mems) = (owned.remove(0), owned.remove(0));
+    let (globex_jobs, globex_mems) = (owned.remove(1), owned.remove(1));
+    for (key, jobs, mems) in [
+        (&made["globex"], &acme_jobs, &acme_mems),
+        (&made["acme"], &globex_jobs, &globex_mems),
+    ] {
+        assert!(!jobs.is_empty() && !mems.is_empty());
+        for id in jobs {
+            req(a, "GET", &format!("/v1/jobs/{id}"), Some(key), None).problem(404, "not_found");
+        }
+        for id in mems {
+            req(a, "GET", &format!("/v1/memories/{id}"), Some(key), None).problem(404, "not_found");
+        }
+    }
+    // And each tenant's search finds its own word only.
+    for (_, key, mine, theirs) in cases {
+        let r = req(
+            a,
+            "POST",
+            "/v1/search",
+            Some(&key),
+            Some(
+                &json!({"query": question(mine), "collection": "notes", "k": 20, "mode": "hybrid"}),
+            ),
+        );
+        let text = String::from_utf8_lossy(&r.body);
+        assert!(text.contains(mine) && !text.contains(theirs), "{text}");
+    }
+}

@@ -2,8 +2,14 @@
 //! atomic and durable (copy-on-write B-trees with a checksummed commit slot), so a
 //! `kill -9` at any moment leaves the last committed batch intact and nothing of a
 //! half-done one.
+//!
+//! An I/O error (a full disk) fails the batch it hit, and redb then refuses every later
+//! read and write of that database until it is opened again: the store reopens it on
+//! its next call, once no transaction is open (redb repairs what the failed commit left).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
 
 use neuralcore_core::{
     Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, EmbeddingKey, IndexJournal,
@@ -37,13 +43,36 @@ fn def(t: Table) -> Def {
     }
 }
 
-fn be<E: std::fmt::Display>(e: E) -> StoreError {
-    StoreError::Backend(e.to_string())
+/// A redb error as a store error; an I/O error marks the database `broken` (to reopen).
+fn be<E: Into<redb::Error>>(broken: &AtomicBool, e: E) -> StoreError {
+    match e.into() {
+        redb::Error::Io(io) => {
+            broken.store(true, Ordering::SeqCst);
+            match io.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    StoreError::Full(io.to_string())
+                }
+                _ => StoreError::Backend(format!("I/O error: {io}")),
+            }
+        }
+        redb::Error::PreviousIo => {
+            broken.store(true, Ordering::SeqCst);
+            StoreError::Unavailable("the store is reopening after an I/O error".into())
+        }
+        other => StoreError::Backend(other.to_string()),
+    }
 }
+
+/// Opens the database (again).
+type Opener = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send + Sync>;
 
 /// A document store in one redb file.
 pub struct RedbStore {
-    db: redb::Database,
+    /// `None` while a reopen failed (the next call tries again).
+    db: RwLock<Option<redb::Database>>,
+    /// An I/O error hit the open database: reopen it before the next transaction.
+    broken: AtomicBool,
+    open: Opener,
     path: PathBuf,
 }
 
@@ -55,23 +84,39 @@ impl RedbStore {
             std::fs::create_dir_all(parent)
                 .map_err(|e| StoreError::Unavailable(format!("{}: {e}", parent.display())))?;
         }
-        let db = redb::Builder::new()
-            .set_cache_size(CACHE_BYTES)
-            .create(path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Unavailable(format!(
-                    "{} is in use by another neuralcore process",
-                    path.display()
-                )),
-                other => StoreError::Unavailable(format!("{}: {other}", path.display())),
-            })?;
-        let txn = db.begin_write().map_err(be)?;
+        let p = path.to_path_buf();
+        let open: Opener =
+            Box::new(move || redb::Builder::new().set_cache_size(CACHE_BYTES).create(&p));
+        let db = open().map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Unavailable(format!(
+                "{} is in use by another neuralcore process",
+                path.display()
+            )),
+            redb::DatabaseError::Storage(redb::StorageError::Io(io))
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+                ) =>
+            {
+                StoreError::Full(io.to_string())
+            }
+            other => StoreError::Unavailable(format!("{}: {other}", path.display())),
+        })?;
+        RedbStore::with_db(db, open, path)
+    }
+
+    /// The store over an open database, creating its tables.
+    fn with_db(db: redb::Database, open: Opener, path: &Path) -> StoreResult<Self> {
+        let broken = AtomicBool::new(false);
+        let txn = db.begin_write().map_err(|e| be(&broken, e))?;
         for t in Table::ALL {
-            txn.open_table(def(t)).map_err(be)?;
+            txn.open_table(def(t)).map_err(|e| be(&broken, e))?;
         }
-        txn.commit().map_err(be)?;
+        txn.commit().map_err(|e| be(&broken, e))?;
         Ok(RedbStore {
-            db,
+            db: RwLock::new(Some(db)),
+            broken,
+            open,
             path: path.to_path_buf(),
         })
     }
@@ -81,20 +126,72 @@ impl RedbStore {
         &self.path
     }
 
-    fn read(&self) -> StoreResult<ReadTxn> {
-        Ok(ReadTxn(self.db.begin_read().map_err(be)?))
+    /// The open database, reopened first when an I/O error broke it. Transactions live
+    /// under this guard: a reopen (which needs every one of them closed) never waits for
+    /// one, it is tried again on the next call instead.
+    fn db(&self) -> StoreResult<RwLockReadGuard<'_, Option<redb::Database>>> {
+        let failed = if self.broken.load(Ordering::SeqCst) {
+            self.reopen().err()
+        } else {
+            None
+        };
+        let g = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        if g.is_none() {
+            return Err(match failed {
+                Some(redb::DatabaseError::Storage(e)) => be(&self.broken, e),
+                _ => StoreError::Unavailable("the store is reopening after an I/O error".into()),
+            });
+        }
+        Ok(g)
+    }
+
+    /// Reopen the database when no transaction is open (else leave it to a later call).
+    fn reopen(&self) -> Result<(), redb::DatabaseError> {
+        let mut g = match self.db.try_write() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
+        if !self.broken.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        // The old handle holds the file's lock: close it first.
+        *g = None;
+        *g = Some((self.open)()?);
+        self.broken.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn read(&self) -> StoreResult<ReadTxn<'_>> {
+        let db = self.db()?;
+        let txn = db
+            .as_ref()
+            .expect("checked by db()")
+            .begin_read()
+            .map_err(|e| be(&self.broken, e))?;
+        Ok(ReadTxn {
+            txn,
+            broken: &self.broken,
+            _db: db,
+        })
     }
 }
 
-struct ReadTxn(redb::ReadTransaction);
+/// A read transaction (dropped before the guard of its database).
+struct ReadTxn<'a> {
+    txn: redb::ReadTransaction,
+    broken: &'a AtomicBool,
+    _db: RwLockReadGuard<'a, Option<redb::Database>>,
+}
 
 fn scan_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
     t: &T,
     prefix: &[u8],
+    broken: &AtomicBool,
 ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut out = Vec::new();
-    for item in t.range::<&[u8]>(prefix..).map_err(be)? {
-        let (k, v) = item.map_err(be)?;
+    for item in t.range::<&[u8]>(prefix..).map_err(|e| be(broken, e))? {
+        let (k, v) = item.map_err(|e| be(broken, e))?;
         if !k.value().starts_with(prefix) {
             break;
         }
@@ -103,44 +200,77 @@ fn scan_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
     Ok(out)
 }
 
-impl RawRead for ReadTxn {
+impl RawRead for ReadTxn<'_> {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-        let table = self.0.open_table(def(t)).map_err(be)?;
-        Ok(table.get(key).map_err(be)?.map(|v| v.value().to_vec()))
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        Ok(table
+            .get(key)
+            .map_err(|e| be(self.broken, e))?
+            .map(|v| v.value().to_vec()))
     }
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let table = self.0.open_table(def(t)).map_err(be)?;
-        scan_table(&table, prefix)
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        scan_table(&table, prefix, self.broken)
     }
 }
 
-struct WriteTxn(redb::WriteTransaction);
+/// A write transaction (dropped before the guard of its database).
+struct WriteTxn<'a> {
+    txn: redb::WriteTransaction,
+    broken: &'a AtomicBool,
+    _db: RwLockReadGuard<'a, Option<redb::Database>>,
+}
 
-impl RawRead for WriteTxn {
+impl RawRead for WriteTxn<'_> {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-        let table = self.0.open_table(def(t)).map_err(be)?;
-        let v = table.get(key).map_err(be)?.map(|v| v.value().to_vec());
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        let v = table
+            .get(key)
+            .map_err(|e| be(self.broken, e))?
+            .map(|v| v.value().to_vec());
         Ok(v)
     }
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let table = self.0.open_table(def(t)).map_err(be)?;
-        scan_table(&table, prefix)
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        scan_table(&table, prefix, self.broken)
     }
 }
 
-impl RawWrite for WriteTxn {
+impl RawWrite for WriteTxn<'_> {
     fn put(&mut self, t: Table, key: &[u8], value: &[u8]) -> StoreResult<bool> {
-        let mut table = self.0.open_table(def(t)).map_err(be)?;
-        let existed = table.insert(key, value).map_err(be)?.is_some();
+        let mut table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        let existed = table
+            .insert(key, value)
+            .map_err(|e| be(self.broken, e))?
+            .is_some();
         Ok(existed)
     }
     fn del(&mut self, t: Table, key: &[u8]) -> StoreResult<bool> {
-        let mut table = self.0.open_table(def(t)).map_err(be)?;
-        let existed = table.remove(key).map_err(be)?.is_some();
+        let mut table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        let existed = table.remove(key).map_err(|e| be(self.broken, e))?.is_some();
         Ok(existed)
     }
     fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.0.commit().map_err(be)
+        let WriteTxn { txn, broken, _db } = *self;
+        txn.commit().map_err(|e| be(broken, e))
     }
 }
 
@@ -176,7 +306,101 @@ impl DocStore for RedbStore {
         Reader(&self.read()?).embeddings(keys)
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
-        let txn = self.db.begin_write().map_err(be)?;
-        Ok(Box::new(Batch::new(WriteTxn(txn))))
+        let db = self.db()?;
+        let txn = db
+            .as_ref()
+            .expect("checked by db()")
+            .begin_write()
+            .map_err(|e| be(&self.broken, e))?;
+        Ok(Box::new(Batch::new(WriteTxn {
+            txn,
+            broken: &self.broken,
+            _db: db,
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::conformance::sample_doc;
+
+    /// An in-memory file on a disk that can fill up: while `full` is set, a write to a
+    /// part of the file never written before fails with ENOSPC (rewriting allocated blocks
+    /// needs no space, as on a real file system).
+    #[derive(Debug)]
+    struct Disk {
+        bytes: Arc<redb::backends::InMemoryBackend>,
+        full: Arc<AtomicBool>,
+        allocated: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl redb::StorageBackend for Disk {
+        fn len(&self) -> io::Result<u64> {
+            self.bytes.len()
+        }
+        fn read(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+            self.bytes.read(offset, len)
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.bytes.set_len(len)
+        }
+        fn sync_data(&self, eventual: bool) -> io::Result<()> {
+            self.bytes.sync_data(eventual)
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            let end = offset + data.len() as u64;
+            if self.full.load(Ordering::SeqCst) && end > self.allocated.load(Ordering::SeqCst) {
+                return Err(io::Error::from(io::ErrorKind::StorageFull));
+            }
+            self.allocated.fetch_max(end, Ordering::SeqCst);
+            self.bytes.write(offset, data)
+        }
+    }
+
+    #[test]
+    fn a_full_disk_fails_the_batch_and_the_store_recovers_once_there_is_room() {
+        let bytes = Arc::new(redb::backends::InMemoryBackend::new());
+        let full = Arc::new(AtomicBool::new(false));
+        let allocated = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (b, f) = (bytes.clone(), full.clone());
+        let open: Opener = Box::new(move || {
+            redb::Builder::new().create_with_backend(Disk {
+                bytes: b.clone(),
+                full: f.clone(),
+                allocated: allocated.clone(),
+            })
+        });
+        let db = open().unwrap();
+        let s = RedbStore::with_db(db, open, Path::new("mem")).unwrap();
+        // A document of about `kib` KiB.
+        let put = |name: &str, kib: usize| {
+            let mut d = sample_doc("c", name);
+            d.title = "x".repeat(kib * 1024);
+            let mut b = s.begin()?;
+            b.ensure_collection("c", "t")?;
+            b.put_document(&d)?;
+            b.commit().map(|()| d.key)
+        };
+        let kept = put("kept", 1).unwrap();
+
+        full.store(true, Ordering::SeqCst);
+        let err = put("lost", 512).unwrap_err();
+        assert!(matches!(err, StoreError::Full(_)), "{err}");
+        assert!(err.is_transient());
+        // Still full: the store reopens, what was committed reads back, writes that need
+        // space still fail.
+        assert_eq!(s.document("c", kept).unwrap().unwrap().title.len(), 1024);
+        let err = put("lost", 512).unwrap_err();
+        assert!(matches!(err, StoreError::Full(_)), "{err}");
+
+        full.store(false, Ordering::SeqCst);
+        assert_eq!(s.document("c", kept).unwrap().unwrap().title.len(), 1024);
+        assert_eq!(s.document_keys("c").unwrap(), vec![kept]);
+        let later = put("later", 512).unwrap();
+        assert!(s.document("c", later).unwrap().is_some());
     }
 }
