@@ -31,6 +31,11 @@ pub const JOB_SCHEMA: &str = "neuralcore.job/v1";
 pub const MAX_ATTEMPTS: u32 = 3;
 /// Files one job may hold.
 pub const MAX_FILES: usize = 1000;
+/// How long a finished job (indexed, failed, cancelled) is kept after its last change:
+/// older ones are deleted at start and then hourly, so the job store stays small.
+pub const JOB_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+/// How often the worker prunes finished jobs.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Longest name of a text document (its `.json` source fits the 200 bytes of a file name).
 pub const MAX_TEXT_NAME_CHARS: usize = 48;
 /// How uploaded sources are named in every answer: `upload:<name>`.
@@ -382,7 +387,32 @@ impl Jobs {
             worker: Mutex::new(None),
         };
         jobs.recover()?;
+        jobs.prune(now_ms())?;
         Ok(jobs)
+    }
+
+    /// Deletes the finished jobs older than [`JOB_RETENTION_MS`] at `now`; how many.
+    pub fn prune(&self, now: u64) -> Result<usize, AppError> {
+        let cutoff = now.saturating_sub(JOB_RETENTION_MS);
+        self.db.with(|db| {
+            let txn = db.begin_write().map_err(bx)?;
+            let mut old = Vec::new();
+            {
+                let mut t = txn.open_table(JOBS).map_err(bx)?;
+                for e in t.iter().map_err(bx)? {
+                    let (k, v) = e.map_err(bx)?;
+                    let job: Job = serde_json::from_slice(v.value()).map_err(bad_record)?;
+                    if job.state.is_terminal() && job.updated_ms < cutoff {
+                        old.push(k.value().to_string());
+                    }
+                }
+                for k in &old {
+                    t.remove(k.as_str()).map_err(bx)?;
+                }
+            }
+            txn.commit().map_err(bx)?;
+            Ok(old.len())
+        })
     }
 
     fn recover(&self) -> Result<(), AppError> {
@@ -747,9 +777,18 @@ impl Jobs {
     }
 
     fn work(&self, app: Weak<App>) {
+        let mut pruned = std::time::Instant::now();
         loop {
             if self.shutdown.load(Ordering::SeqCst) {
                 return;
+            }
+            if pruned.elapsed() >= PRUNE_EVERY {
+                pruned = std::time::Instant::now();
+                match self.prune(now_ms()) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("{n} finished job(s) past their retention deleted"),
+                    Err(e) => tracing::warn!("pruning old jobs: {e}"),
+                }
             }
             let seen = *self.wake.0.lock().unwrap_or_else(|p| p.into_inner());
             self.flush_unsaved();
@@ -1220,6 +1259,45 @@ impl PublicNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finished_jobs_past_their_retention_are_pruned_and_others_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = Jobs::open(tmp.path()).unwrap();
+        let now = now_ms();
+        let old = now - JOB_RETENTION_MS - 1;
+        let job = |id: &str, state: JobState, updated_ms: u64| Job {
+            schema: JOB_SCHEMA.into(),
+            id: id.into(),
+            tenant: "default".into(),
+            collection: "c".into(),
+            state,
+            files: Vec::new(),
+            counts: JobCounts::default(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+            attempts: 1,
+            cancel_requested: false,
+            created_ms: updated_ms,
+            updated_ms,
+        };
+        for (id, state, at) in [
+            ("job_old_indexed", JobState::Indexed, old),
+            ("job_old_failed", JobState::Failed, old),
+            ("job_old_cancelled", JobState::Cancelled, old),
+            ("job_old_queued", JobState::Queued, old),
+            ("job_new_indexed", JobState::Indexed, now),
+        ] {
+            jobs.put(&job(id, state, at)).unwrap();
+        }
+        assert_eq!(jobs.prune(now).unwrap(), 3);
+        let mut left: Vec<String> = jobs.all().unwrap().into_iter().map(|j| j.id).collect();
+        left.sort();
+        // A job still waiting is never pruned, however old.
+        assert_eq!(left, ["job_new_indexed", "job_old_queued"]);
+        assert_eq!(jobs.prune(now).unwrap(), 0);
+    }
 
     #[test]
     fn a_full_disk_while_staging_is_storage_full_without_a_path() {
