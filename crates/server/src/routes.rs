@@ -198,7 +198,7 @@ pub async fn search(
         return Err(ApiError::invalid(format!("k must be 1 to {MAX_K}")));
     }
     let tenant = caller.tenant().clone();
-    let res = st.blocking(move |app| app.search(&tenant, &req)).await?;
+    let res = st.short(move |app| app.search(&tenant, &req)).await?;
     Ok(Json(res).into_response())
 }
 
