@@ -959,15 +959,17 @@ struct Placed {
 fn place(staging: &Path, dest: &Path, name: &str) -> Result<Placed, AppError> {
     let staged = staging.join(name);
     let path = dest.join(name);
+    // `.previous` is no extension a loader reads: no upload can be named so.
+    let aside = staging.join(format!("{name}.previous"));
     if !staged.exists() {
+        // Moved by an earlier attempt that was killed: the earlier version it set aside
+        // is still there, to come back if this one is not stored.
         return Ok(Placed {
             path,
             staged: None,
-            previous: None,
+            previous: aside.exists().then_some(aside),
         });
     }
-    // `.previous` is no extension a loader reads: no upload can be named so.
-    let aside = staging.join(format!("{name}.previous"));
     let previous = if path.exists() {
         std::fs::rename(&path, &aside).map_err(|e| io("set an earlier source aside", e))?;
         Some(aside)
@@ -1259,6 +1261,43 @@ impl PublicNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resumed_job_gives_back_the_earlier_version_of_a_file_it_could_not_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (staging, dest) = (tmp.path().join("uploads/job"), tmp.path().join("sources/c"));
+        std::fs::create_dir_all(&staging).unwrap();
+        std::fs::create_dir_all(&dest).unwrap();
+        std::fs::write(dest.join("a.md"), "old").unwrap();
+        std::fs::write(staging.join("a.md"), "new").unwrap();
+        // The first attempt moves the new version in, the old one aside, and is killed.
+        let p = place(&staging, &dest, "a.md").unwrap();
+        assert!(p.previous.is_some());
+        drop(p);
+        // The resumed attempt finds the file moved; it fails to store it.
+        let p = place(&staging, &dest, "a.md").unwrap();
+        assert_eq!(p.previous, Some(staging.join("a.md.previous")));
+        let failed = Done {
+            path: dest.join("a.md"),
+            stored: false,
+            ingested: None,
+        };
+        settle(&[p], &[failed], false);
+        assert_eq!(std::fs::read_to_string(dest.join("a.md")).unwrap(), "old");
+        assert!(!staging.join("a.md.previous").exists());
+        // Stored on the resumed attempt instead: the earlier version goes.
+        std::fs::write(staging.join("a.md"), "new").unwrap();
+        drop(place(&staging, &dest, "a.md").unwrap());
+        let p = place(&staging, &dest, "a.md").unwrap();
+        let stored = Done {
+            path: dest.join("a.md"),
+            stored: true,
+            ingested: Some((1, 1)),
+        };
+        settle(&[p], &[stored], false);
+        assert_eq!(std::fs::read_to_string(dest.join("a.md")).unwrap(), "new");
+        assert!(!staging.join("a.md.previous").exists());
+    }
 
     #[test]
     fn finished_jobs_past_their_retention_are_pruned_and_others_kept() {
