@@ -82,26 +82,23 @@ impl Engine {
             ))
         })?;
         let store = RedbStore::open(&data_dir.join("store.redb"))?;
-        Ok(Engine {
-            config,
-            store: Box::new(store),
-            data_dir: Some(data_dir.to_path_buf()),
-            index_root: Some(data_dir.join("index")),
-            indexes: Mutex::new(HashMap::new()),
-            embedder: OnceLock::new(),
-            vectors: Mutex::new(HashMap::new()),
-            reranker: OnceLock::new(),
-            query_cache: Mutex::new(crate::vectors::QueryCache::new(QUERY_CACHE)),
-        })
+        Ok(Engine::with_store(config, Box::new(store), Some(data_dir)))
     }
 
     /// An engine that keeps everything in memory.
     pub fn in_memory(config: Config) -> Self {
+        Engine::with_store(config, Box::new(MemoryStore::new()), None)
+    }
+
+    /// An engine over any document store (the seam another backend plugs into): with a
+    /// `data_dir`, its keyword and vector indexes live in `<data_dir>/index/` and are
+    /// caught up with the store's journal on open; without, in memory.
+    pub fn with_store(config: Config, store: Box<dyn DocStore>, data_dir: Option<&Path>) -> Self {
         Engine {
             config,
-            store: Box::new(MemoryStore::new()),
-            data_dir: None,
-            index_root: None,
+            store,
+            data_dir: data_dir.map(Path::to_path_buf),
+            index_root: data_dir.map(|d| d.join("index")),
             indexes: Mutex::new(HashMap::new()),
             embedder: OnceLock::new(),
             vectors: Mutex::new(HashMap::new()),

@@ -345,6 +345,21 @@ fn identical_content_is_stored_once_with_every_provenance() {
 }
 
 #[test]
+fn any_document_store_plugs_in_without_editing_the_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "f.txt", "Okapis live in the Ituri rainforest.");
+    let data = tmp.path().join("data");
+    // The in-memory twin of the store, injected, with the indexes on disk.
+    let store = Box::new(neuralcore_store::MemoryStore::new());
+    let e = Engine::with_store(Config::default(), store, Some(&data));
+    assert_eq!(ingest(&e, &[&f], "one").ingested, 1);
+    assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);
+    assert_eq!(e.store().collections().unwrap().len(), 1);
+    assert!(data.join("index").is_dir());
+    assert!(!data.join("store.redb").exists());
+}
+
+#[test]
 fn collections_are_isolated() {
     let tmp = tempfile::tempdir().unwrap();
     let f = write(tmp.path(), "f.txt", "Okapis live in the Ituri rainforest.");
