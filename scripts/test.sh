@@ -20,6 +20,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi
 
+# The full-disk test (crates/cli/tests/full_disk.rs) mounts a small tmpfs for the server's
+# data dir in a user and mount namespace of its own: `unshare`, from util-linux.
+if ! command -v unshare >/dev/null 2>&1; then
+  log "unshare not found: installing util-linux with apt-get"
+  apt_install util-linux
+fi
+
 # A real Redis on loopback for the Mind's Redis backend tests (crates/mind): installed
 # from Debian's packages when missing, started on NEURALCORE_TEST_REDIS_PORT (6390) unless
 # something already answers there, with no persistence. Each test uses its own key prefix.
