@@ -1097,6 +1097,36 @@ fn fixture_llm_wrong_figure_is_flagged_unsupported() {
     assert!(!r.answer.contains("1925"), "{why}");
 }
 
+/// Regression (issue 15): an LLM answer none of whose sentences the evidence supports
+/// ended in "Insufficient evidence" although the kept evidence answers the question; it
+/// degrades to the extractive answer, as a failed LLM call does, and the reply's tokens
+/// still count.
+#[test]
+fn fixture_llm_answer_the_evidence_does_not_support_degrades_to_extractive() {
+    let server = recording_llm(|request| {
+        let (fact, _) = evidence_numbers(request);
+        completion(
+            &format!("The Eiffel Tower in Paris was completed in 1925 [{fact}]."),
+            30,
+            9,
+        )
+    });
+    let o = with_llm(shared(), quick_llm(&server.url, 5000));
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts("default"));
+    let why = summary(&r);
+    assert_eq!(r.method, "extractive", "{why}");
+    assert!(!r.abstained && r.answer.contains("1889"), "{why}");
+    assert!(!r.answer.contains("1925"), "{why}");
+    assert!(r.sentences.iter().all(|s| s.supported), "{why}");
+    let note = r.note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("no sentence of the llm answer is supported")
+            && note.contains("degraded to an extractive answer"),
+        "{why}"
+    );
+    assert!(r.cost.tokens >= 39, "the reply's tokens count: {why}");
+}
+
 /// Regression: a reply citing no evidence was flagged sentence by sentence and the engine
 /// abstained, although the kept evidence answers the question (and the reply's tokens
 /// went uncounted).

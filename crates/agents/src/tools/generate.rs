@@ -16,8 +16,8 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use crate::crag::{
-    collapse_ws, jaccard, latest, run_input, sentences, term_set, write_rounded, Answer, AnswerSentence,
-    Citation, Decision, Plan, Reflection, Strip,
+    collapse_ws, jaccard, latest, run_input, sentences, term_set, write_rounded, Answer,
+    AnswerSentence, Citation, Decision, Plan, Reflection, Strip,
 };
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -29,7 +29,8 @@ impl Default for GenerateTool {
         GenerateTool(ToolSpec {
             name: "generate",
             namespace: "generate",
-            description: "writes the answer from kept strips with citations (extractive, or an LLM)",
+            description:
+                "writes the answer from kept strips with citations (extractive, or an LLM)",
             roles: &["generate"],
             reads: &[
                 "input.query",
@@ -68,14 +69,7 @@ impl Tool for GenerateTool {
         let decision = latest::<Decision>(ctx.mind, "decision")?.map(|r| r.data);
         let engine = &ctx.services.engine;
         let cfg = &engine.config().control;
-        // One sentence answers a factual question (a second one is mostly noise); a
-        // comparison or a multi-hop question needs one per side or hop.
-        let by_task = match latest::<Plan>(ctx.mind, "plan")?.map(|p| p.data.task) {
-            Some(t) if t == "factual" => 1,
-            Some(t) if t == "comparison" || t == "multi-hop" => 2,
-            _ => cfg.answer_sentences,
-        };
-        let n_sent: usize = ctx.param("sentences", by_task.min(cfg.answer_sentences.max(1)));
+        let n_sent: usize = ctx.param("sentences", sentences_for_task(ctx)?);
         let allow_llm: bool = ctx.param("llm", true);
         let llm = ctx.services.llm.as_ref().filter(|_| allow_llm);
         let budget = ctx
@@ -104,7 +98,10 @@ impl Tool for GenerateTool {
                         let need = neuralcore_llm::estimate_tokens(&prompt)
                             + u64::from(client.config().max_tokens);
                         if switches.skip_expensive {
-                            note = Some("budget: the LLM was skipped (deadline short); extractive answer".into());
+                            note = Some(
+                                "budget: the LLM was skipped (deadline short); extractive answer"
+                                    .into(),
+                            );
                         } else if budget.tokens.is_some_and(|t| need > t) {
                             note = Some(format!(
                                 "budget: the LLM call needs about {need} tokens, {} left; extractive answer",
@@ -166,6 +163,36 @@ pub struct BudgetLeft {
     pub cost_usd: Option<f64>,
 }
 
+/// How many sentences an extractive answer takes: one answers a factual question (a
+/// second one is mostly noise); a comparison or a multi-hop question needs one per side
+/// or hop; at most `loop.answer_sentences`.
+fn sentences_for_task(ctx: &ToolContext<'_>) -> Result<usize, ToolError> {
+    let cfg = &ctx.services.engine.config().control;
+    let by_task = match latest::<Plan>(ctx.mind, "plan")?.map(|p| p.data.task) {
+        Some(t) if t == "factual" => 1,
+        Some(t) if t == "comparison" || t == "multi-hop" => 2,
+        _ => cfg.answer_sentences,
+    };
+    Ok(by_task.min(cfg.answer_sentences.max(1)))
+}
+
+/// The extractive answer from the kept strips, as generation writes it without an LLM
+/// (none when nothing is kept): what an LLM answer the evidence does not support
+/// degrades to.
+pub(crate) fn extractive_from_kept(
+    ctx: &ToolContext<'_>,
+    collection: &str,
+) -> Result<Option<Answer>, ToolError> {
+    let strips: Vec<Strip> = latest::<Vec<Strip>>(ctx.mind, "strips")?
+        .map(|r| r.data)
+        .unwrap_or_default();
+    if strips.is_empty() {
+        return Ok(None);
+    }
+    let lambda = ctx.services.engine.config().control.mmr_lambda;
+    extractive(ctx, collection, &strips, sentences_for_task(ctx)?, lambda).map(Some)
+}
+
 fn abstain(ctx: &ToolContext<'_>) -> Result<Answer, ToolError> {
     let gaps = latest::<Reflection>(ctx.mind, "report")?
         .map(|r| r.data.gaps)
@@ -220,15 +247,15 @@ fn direct(
             .collect();
         let q = question.to_lowercase();
         let about_answer = q.contains("you") || q.contains("repeat") || q.contains("answer");
-        let field = |t: &serde_json::Value, k: &str| {
-            t.get(k).and_then(|v| v.as_str()).map(str::to_string)
-        };
+        let field =
+            |t: &serde_json::Value, k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
         let summary: Vec<String> = ctx
             .mind
             .read("session.summary")?
             .and_then(|e| serde_json::from_value(e.value).ok())
             .unwrap_or_default();
-        let overview = q.contains("summar") || q.contains("talked about") || q.contains("talking about");
+        let overview =
+            q.contains("summar") || q.contains("talked about") || q.contains("talking about");
         // A summary line is one turn folded by the rules (`asked "Q"; answered: …`) or a
         // paragraph the LLM wrote about several.
         let told = |l: &str| {
@@ -287,7 +314,10 @@ fn direct(
                     let mut a = one(
                         r.text.trim().to_string(),
                         "model-only",
-                        Some("retrieval off: the model's own answer, without evidence or citations".into()),
+                        Some(
+                            "retrieval off: the model's own answer, without evidence or citations"
+                                .into(),
+                        ),
                     );
                     a.tokens = r.usage.total();
                     a.cost_usd = r.cost_usd.unwrap_or(0.0);
@@ -302,7 +332,9 @@ fn direct(
         }
         None => Ok(Answer {
             method: "abstain".into(),
-            note: Some("retrieval is switched off and no LLM is configured: nothing to answer from".into()),
+            note: Some(
+                "retrieval is switched off and no LLM is configured: nothing to answer from".into(),
+            ),
             ..Default::default()
         }),
     }
@@ -312,7 +344,12 @@ fn direct(
 pub fn prompt(question: &str, strips: &[Strip]) -> String {
     let mut p = String::from("Evidence:\n");
     for (i, s) in strips.iter().enumerate() {
-        p.push_str(&format!("[{}] ({}) {}\n", i + 1, s.title.trim(), s.text.trim()));
+        p.push_str(&format!(
+            "[{}] ({}) {}\n",
+            i + 1,
+            s.title.trim(),
+            s.text.trim()
+        ));
     }
     p.push_str(&format!("\nQuestion: {}\nAnswer:", question.trim()));
     p
@@ -515,7 +552,10 @@ mod tests {
     #[test]
     fn llm_citations_are_parsed_and_renumbered() {
         let strips = vec![strip("A."), strip("B."), strip("C.")];
-        let a = parse_cited("Paris is the capital [3]. It is big [1][3]. Moon [9].", &strips);
+        let a = parse_cited(
+            "Paris is the capital [3]. It is big [1][3]. Moon [9].",
+            &strips,
+        );
         assert_eq!(a.sentences.len(), 3);
         assert_eq!(a.sentences[0].text, "Paris is the capital.");
         assert_eq!(a.sentences[0].citations, vec![1]);
