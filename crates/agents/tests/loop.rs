@@ -523,6 +523,25 @@ fn abstains_when_nothing_relevant() {
     assert!(!r.missing.is_empty(), "{why}");
     assert!(r.citations.is_empty(), "{why}");
     assert_eq!(r.confidence, 0.0);
+    // It helps: the nearest evidence found, why it was not used, and what to do.
+    let best = r
+        .verdicts
+        .iter()
+        .max_by(|a, b| a.score.total_cmp(&b.score))
+        .expect("graded");
+    assert!(
+        r.answer.contains(&format!(
+            "Nearest found: \"{}\" ({:.2}): judged off-topic",
+            best.title, best.score
+        )),
+        "{why}"
+    );
+    assert!(r.answer.contains("of the question's terms"), "{why}");
+    assert!(
+        r.answer
+            .contains("Try: ingest a document that states it, or ask a narrower question."),
+        "{why}"
+    );
     // It did look: retrieval ran and nothing was kept.
     assert!(stage_names(&r, 0).contains(&"retrieve"));
     assert!(r.verdicts.iter().all(|g| !g.verdict.kept()), "{why}");

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::crag::{
     collapse_ws, jaccard, latest, run_input, sentences, term_set, write_rounded, Answer,
-    AnswerSentence, Citation, Decision, Plan, Reflection, Strip,
+    AnswerSentence, Citation, Decision, Graded, Plan, Reflection, Strip, Verdict,
 };
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -87,7 +87,7 @@ impl Tool for GenerateTool {
                     .map(|r| r.data)
                     .unwrap_or_default();
                 if strips.is_empty() {
-                    abstain(ctx)?
+                    abstain(ctx, &question)?
                 } else {
                     let mut note = None;
                     let mut out = None;
@@ -193,7 +193,9 @@ pub(crate) fn extractive_from_kept(
     extractive(ctx, collection, &strips, sentences_for_task(ctx)?, lambda).map(Some)
 }
 
-fn abstain(ctx: &ToolContext<'_>) -> Result<Answer, ToolError> {
+/// An abstention that helps: what is missing, the nearest evidence found and why each
+/// piece was not used (in words a user understands), and what to do instead.
+fn abstain(ctx: &ToolContext<'_>, question: &str) -> Result<Answer, ToolError> {
     let gaps = latest::<Reflection>(ctx.mind, "report")?
         .map(|r| r.data.gaps)
         .unwrap_or_default();
@@ -202,17 +204,95 @@ fn abstain(ctx: &ToolContext<'_>) -> Result<Answer, ToolError> {
     } else {
         format!("missing: {}", gaps.join("; "))
     };
+    let verdicts = latest::<Vec<Graded>>(ctx.mind, "verdicts")?
+        .map(|r| r.data)
+        .unwrap_or_default();
+    let mut parts = vec![missing];
+    let near = nearest(&verdicts, 3);
+    if !near.is_empty() {
+        let list: Vec<String> = near
+            .iter()
+            .map(|g| {
+                let title = if g.title.trim().is_empty() {
+                    "an untitled document"
+                } else {
+                    g.title.trim()
+                };
+                format!("\"{title}\" ({:.2}): {}", g.score, why_not_used(g))
+            })
+            .collect();
+        parts.push(format!("Nearest found: {}", list.join("; ")));
+    }
+    // A question about two things is answered better one at a time.
+    let asks: usize = ["what", "who", "how", "when", "where", "why", "which"]
+        .iter()
+        .map(|w| {
+            question
+                .to_lowercase()
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|t| t == w)
+                .count()
+        })
+        .sum();
+    let two_things = asks >= 2 && question.to_lowercase().contains(" and ");
+    parts.push(if verdicts.is_empty() {
+        "Try: ingest documents about it into this collection, or ask in another one".into()
+    } else if two_things {
+        "Try: ask about one thing at a time, or ingest a document that states it".into()
+    } else {
+        "Try: ingest a document that states it, or ask a narrower question".into()
+    });
+    let note = parts.join(". ");
     Ok(Answer {
         sentences: vec![AnswerSentence {
-            text: format!("Insufficient evidence: {missing}."),
+            text: format!("Insufficient evidence: {note}."),
             citations: vec![],
             support: None,
             supported: true,
         }],
         method: "abstain".into(),
-        note: Some(missing),
+        note: Some(note),
         ..Default::default()
     })
+}
+
+/// The `n` best-scored graded chunks, each once.
+fn nearest(verdicts: &[Graded], n: usize) -> Vec<&Graded> {
+    let mut all: Vec<&Graded> = verdicts.iter().collect();
+    all.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let mut out: Vec<&Graded> = Vec::new();
+    for g in all {
+        if !out.iter().any(|o| o.doc == g.doc && o.ordinal == g.ordinal) {
+            out.push(g);
+        }
+        if out.len() == n {
+            break;
+        }
+    }
+    out
+}
+
+/// Why a graded chunk did not make the answer, for a person.
+fn why_not_used(g: &Graded) -> String {
+    // The grader's reasons say how much of the question the chunk's best sentence covers.
+    let coverage = g.reason.split("covers ").nth(1).and_then(|r| {
+        let pct = r.split('%').next()?;
+        pct.parse::<u32>().ok()
+    });
+    let covers = coverage
+        .map(|p| format!(" (its best sentence covers {p}% of the question's terms)"))
+        .unwrap_or_default();
+    match g.verdict {
+        Verdict::Incorrect => format!("judged off-topic{covers}"),
+        Verdict::Ambiguous => format!("unsure, and it could not be verified{covers}"),
+        Verdict::Dropped if g.reason.contains("contradicted") => {
+            "dropped: another document contradicts it".into()
+        }
+        Verdict::Dropped => "dropped: no other document or web page confirms it".into(),
+        Verdict::Correct | Verdict::Verified => {
+            "kept, but no answer sentence drawn from it was supported".into()
+        }
+    }
 }
 
 fn direct(
