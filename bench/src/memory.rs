@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use neuralcore_memory::{
-    Filter, InMemoryBackend, Kind, MemScope, MemorySearcher, MemoryStore, NewMemory, RelKind,
-    SearchOptions, TrustConfig,
+    Filter, InMemoryBackend, Kind, MemScope, MemorySearchOptions, MemorySearcher, MemoryStore,
+    NewMemory, RelKind, TrustConfig,
 };
 
 fn embedder(dir: &Option<PathBuf>) -> Result<Option<Arc<dyn neuralcore_core::Embedder>>, String> {
@@ -137,7 +137,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
         let qs: Vec<&neuralcore_eval::MemQuestion> = set.questions.iter().collect();
         // Warm up, then time every question (scoped to its conversation).
         for q in qs.iter().take(20) {
-            let _ = s.search(&q.question, &SearchOptions::default(), now);
+            let _ = s.search(&q.question, &MemorySearchOptions::default(), now);
         }
         let mut ms = Vec::new();
         let mut kw = Vec::new();
@@ -150,7 +150,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
             let t = Instant::now();
             s.search(
                 &q.question,
-                &SearchOptions {
+                &MemorySearchOptions {
                     filter: f.clone(),
                     ..Default::default()
                 },
@@ -161,7 +161,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
             let t = Instant::now();
             s.search(
                 &q.question,
-                &SearchOptions {
+                &MemorySearchOptions {
                     filter: f,
                     alpha: 0.0,
                     ..Default::default()
@@ -257,7 +257,7 @@ pub fn bench_memory(args: &[String]) -> Result<(), String> {
             let hits = s
                 .search(
                     q,
-                    &SearchOptions {
+                    &MemorySearchOptions {
                         filter: Filter {
                             project: project.clone(),
                             ..Default::default()

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use neuralcore_memory::graph::{self, Entity, EntityKind, Neighbourhood};
 use neuralcore_memory::{
-    Filter, Kind, MemHit, MemScope, Memory, MemorySearcher, NewMemory, RelKind, Relation,
-    SearchOptions, Signal, Status,
+    Filter, Kind, MemHit, MemScope, Memory, MemorySearchOptions, MemorySearcher, NewMemory,
+    RelKind, Relation, Signal, Status,
 };
 use serde::{Deserialize, Serialize};
 
@@ -296,7 +296,7 @@ impl App {
         if req.query.trim().is_empty() {
             return Err(invalid("the query is empty"));
         }
-        let opts = SearchOptions {
+        let opts = MemorySearchOptions {
             include_superseded: req.include_superseded,
             ..self.config().memory.search_options(
                 req.k.unwrap_or(10),

@@ -9,8 +9,8 @@ use clap::Subcommand;
 use neuralcore_engine::Engine;
 use neuralcore_memory::graph::{self, Entity, EntityKind};
 use neuralcore_memory::{
-    now_ms, Filter, Kind, MemScope, Memory, MemorySearcher, MemoryStore, NewMemory, RelKind,
-    SearchOptions, Signal, Status,
+    now_ms, Filter, Kind, MemScope, Memory, MemorySearchOptions, MemorySearcher, MemoryStore,
+    NewMemory, RelKind, Signal, Status,
 };
 
 /// Memory subcommands.
@@ -299,7 +299,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
             let searcher = MemorySearcher::new(store, engine.embedder());
             let hits = searcher.search(
                 &query,
-                &SearchOptions {
+                &MemorySearchOptions {
                     include_superseded,
                     ..cfg.memory.search_options(
                         k,
@@ -615,7 +615,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         );
     }
     let mcfg = &engine.config().memory;
-    let in_conversation = |opts: &SearchOptions, conversation: &str| SearchOptions {
+    let in_conversation = |opts: &MemorySearchOptions, conversation: &str| MemorySearchOptions {
         filter: Filter {
             project: conversation.to_string(),
             ..Default::default()
@@ -628,7 +628,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         // Every fused candidate the reranker would see, labelled by the evidence.
         let mut samples = Vec::new();
         let mut questions = 0;
-        let unranked = SearchOptions {
+        let unranked = MemorySearchOptions {
             rerank: None,
             rerank_keyword: None,
             ..memory.clone()
@@ -649,7 +649,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                 samples.push((x, hit));
             }
         }
-        let model = neuralcore_memory::Reranker::fit(&samples, 1.0).with_context(|| {
+        let model = neuralcore_memory::MemoryRanker::fit(&samples, 1.0).with_context(|| {
             format!(
                 "cannot fit the reranker on {} candidates of {questions} questions: it needs                  candidates that are evidence and candidates that are not (and a solvable fit)",
                 samples.len()
@@ -686,7 +686,7 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         }));
     }
     // The plain baselines: no trust, no speaker rule, no reranking.
-    let plain = |alpha: f32| SearchOptions {
+    let plain = |alpha: f32| MemorySearchOptions {
         alpha,
         trust_weight: 0.0,
         speaker_weight: 0.0,
@@ -694,11 +694,11 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         rerank_keyword: None,
         ..mcfg.search_options(a.k, Filter::default())
     };
-    let mut systems: Vec<(&str, SearchOptions)> = vec![("memory", memory.clone())];
+    let mut systems: Vec<(&str, MemorySearchOptions)> = vec![("memory", memory.clone())];
     if memory.rerank.is_some() || memory.rerank_keyword.is_some() {
         systems.push((
             "fused",
-            SearchOptions {
+            MemorySearchOptions {
                 rerank: None,
                 rerank_keyword: None,
                 ..memory.clone()

@@ -165,8 +165,8 @@ impl MemorySettings {
         &self,
         k: usize,
         filter: neuralcore_memory::Filter,
-    ) -> neuralcore_memory::SearchOptions {
-        neuralcore_memory::SearchOptions {
+    ) -> neuralcore_memory::MemorySearchOptions {
+        neuralcore_memory::MemorySearchOptions {
             k,
             filter,
             include_superseded: false,
@@ -183,20 +183,20 @@ impl MemorySettings {
     /// The reranker search uses (`keyword`: for searches without a query vector): none
     /// when `rerank` is off, the configured weights when given (checked by
     /// `Config::validate`, which every load runs), else the built-in model.
-    pub fn reranker(&self, keyword: bool) -> Option<neuralcore_memory::Reranker> {
-        use neuralcore_memory::Reranker;
+    pub fn reranker(&self, keyword: bool) -> Option<neuralcore_memory::MemoryRanker> {
+        use neuralcore_memory::MemoryRanker;
         if !self.rerank {
             return None;
         }
         let (weights, built_in) = if keyword {
-            (&self.rerank_keyword_weights, Reranker::BUILT_IN_KEYWORD)
+            (&self.rerank_keyword_weights, MemoryRanker::BUILT_IN_KEYWORD)
         } else {
-            (&self.rerank_weights, Reranker::BUILT_IN)
+            (&self.rerank_weights, MemoryRanker::BUILT_IN)
         };
         if weights.is_empty() {
             return Some(built_in);
         }
-        Reranker::from_slice(weights).ok()
+        MemoryRanker::from_slice(weights).ok()
     }
 
     /// The trust rules.
@@ -940,7 +940,7 @@ impl Config {
             ),
         ] {
             if !w.is_empty() {
-                neuralcore_memory::Reranker::from_slice(w)
+                neuralcore_memory::MemoryRanker::from_slice(w)
                     .map_err(|e| EngineError::Config(format!("memory.{key}: {e}")))?;
             }
         }
@@ -1106,7 +1106,7 @@ mod tests {
         assert_eq!(off.memory.reranker(true), None);
         assert_eq!(
             c.memory.reranker(true),
-            Some(neuralcore_memory::Reranker::BUILT_IN_KEYWORD)
+            Some(neuralcore_memory::MemoryRanker::BUILT_IN_KEYWORD)
         );
         let e = Config::load(
             None,

@@ -9,7 +9,7 @@ use neuralcore_core::{
     SourceRecord,
 };
 use neuralcore_index::{IndexChunk, KeywordIndex, VectorIndex};
-use neuralcore_store::{MemoryStore, RedbStore};
+use neuralcore_store::{InMemoryStore, RedbStore};
 
 use crate::search::{Ranked, SearchOptions};
 use crate::{Config, EngineError, SearchMode};
@@ -87,7 +87,7 @@ impl Engine {
 
     /// An engine that keeps everything in memory.
     pub fn in_memory(config: Config) -> Self {
-        Engine::with_store(config, Box::new(MemoryStore::new()), None)
+        Engine::with_store(config, Box::new(InMemoryStore::new()), None)
     }
 
     /// An engine over any document store (the seam another backend plugs into): with a

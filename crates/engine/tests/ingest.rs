@@ -350,7 +350,7 @@ fn any_document_store_plugs_in_without_editing_the_engine() {
     let f = write(tmp.path(), "f.txt", "Okapis live in the Ituri rainforest.");
     let data = tmp.path().join("data");
     // The in-memory twin of the store, injected, with the indexes on disk.
-    let store = Box::new(neuralcore_store::MemoryStore::new());
+    let store = Box::new(neuralcore_store::InMemoryStore::new());
     let e = Engine::with_store(Config::default(), store, Some(&data));
     assert_eq!(ingest(&e, &[&f], "one").ingested, 1);
     assert_eq!(top_titles(&e, "one", "okapis"), vec!["f"]);

@@ -4,9 +4,9 @@
 //! The fused score alone misses what the neighbourhood of a memory says: a conversation
 //! turn whose neighbours in its session also match, a session that matches as a whole,
 //! a turn long enough to carry a fact. The model weighs these against the fused score
-//! and the rank. It is fitted by [`Reranker::fit`] (Newton's method on the L2-penalised
-//! log loss, features standardised while fitting); [`Reranker::BUILT_IN`] (searches with
-//! a query vector) and [`Reranker::BUILT_IN_KEYWORD`] (without one) were fitted on LoCoMo
+//! and the rank. It is fitted by [`MemoryRanker::fit`] (Newton's method on the L2-penalised
+//! log loss, features standardised while fitting); [`MemoryRanker::BUILT_IN`] (searches with
+//! a query vector) and [`MemoryRanker::BUILT_IN_KEYWORD`] (without one) were fitted on LoCoMo
 //! conversations 1–2 (`neuralcore eval locomo --fit 1-2`), never on the conversations
 //! they are reported on.
 
@@ -104,16 +104,16 @@ impl Candidate {
 
 /// A logistic model: `p = σ(w · x + b)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Reranker {
+pub struct MemoryRanker {
     /// One weight per feature.
     pub weights: Features,
     /// The intercept.
     pub bias: f32,
 }
 
-impl Reranker {
+impl MemoryRanker {
     /// Fitted on LoCoMo conversations 1–2 (`neuralcore eval locomo --fit 1-2`).
-    pub const BUILT_IN: Reranker = Reranker {
+    pub const BUILT_IN: MemoryRanker = MemoryRanker {
         weights: [
             -8.3921, 4.5300, 2.0129, 2.9111, 3.2255, -1.0594, 1.1083, 0.5667, -1.2048, 0.6001,
         ],
@@ -123,7 +123,7 @@ impl Reranker {
     /// For searches without a query vector (no embedding model, or `alpha = 0`): fitted
     /// the same way with `NEURALCORE_MEMORY_ALPHA=0` (the hybrid weights would read a
     /// fused score that is BM25 alone, and turn it upside down).
-    pub const BUILT_IN_KEYWORD: Reranker = Reranker {
+    pub const BUILT_IN_KEYWORD: MemoryRanker = MemoryRanker {
         weights: [
             -2.8340, 1.4091, 0.0, 2.9926, 2.9909, -1.1533, 0.9871, 0.6843, -0.4891, 0.6331,
         ],
@@ -131,7 +131,7 @@ impl Reranker {
     };
 
     /// A model from `weights` followed by the bias (as the config writes it).
-    pub fn from_slice(v: &[f32]) -> Result<Reranker, String> {
+    pub fn from_slice(v: &[f32]) -> Result<MemoryRanker, String> {
         if v.len() != FEATURES + 1 {
             return Err(format!(
                 "a reranker needs {} numbers ({}, then the bias), got {}",
@@ -145,7 +145,7 @@ impl Reranker {
         }
         let mut weights = [0.0; FEATURES];
         weights.copy_from_slice(&v[..FEATURES]);
-        Ok(Reranker {
+        Ok(MemoryRanker {
             weights,
             bias: v[FEATURES],
         })
@@ -168,7 +168,7 @@ impl Reranker {
     /// loss plus `l2 / 2 × |w|²` over standardised features (the bias is not
     /// penalised). `None` when there is nothing to learn from: no samples, or only one
     /// label.
-    pub fn fit(samples: &[(Features, bool)], l2: f64) -> Option<Reranker> {
+    pub fn fit(samples: &[(Features, bool)], l2: f64) -> Option<MemoryRanker> {
         let n = samples.len();
         let positives = samples.iter().filter(|s| s.1).count();
         if n == 0 || positives == 0 || positives == n {
@@ -240,7 +240,7 @@ impl Reranker {
             weights[j] = (beta[j] / scale[j]) as f32;
             bias -= beta[j] * mean[j] / scale[j];
         }
-        Some(Reranker {
+        Some(MemoryRanker {
             weights,
             bias: bias as f32,
         })
@@ -312,7 +312,7 @@ mod tests {
             let y = x[1] + 0.3 * (next() - 0.5) > 0.6 || i % 97 == 0;
             samples.push((x, y));
         }
-        let m = Reranker::fit(&samples, 1.0).unwrap();
+        let m = MemoryRanker::fit(&samples, 1.0).unwrap();
         assert!(m.weights[1] > 5.0, "{m:?}");
         assert!(m.weights[2].abs() < 1.0, "{m:?}");
         let mut hi = [0f32; FEATURES];
@@ -322,19 +322,19 @@ mod tests {
         lo[1] = 0.1;
         assert!(m.score(&hi) > 0.8 && m.score(&lo) < 0.2, "{m:?}");
         // Nothing to learn from.
-        assert!(Reranker::fit(&[], 1.0).is_none());
-        assert!(Reranker::fit(&[([0.0; FEATURES], true)], 1.0).is_none());
+        assert!(MemoryRanker::fit(&[], 1.0).is_none());
+        assert!(MemoryRanker::fit(&[([0.0; FEATURES], true)], 1.0).is_none());
     }
 
     #[test]
     fn weights_round_trip_and_bad_lengths_are_clear_errors() {
-        let m = Reranker::BUILT_IN;
-        assert_eq!(Reranker::from_slice(&m.to_vec()).unwrap(), m);
-        let err = Reranker::from_slice(&[1.0, 2.0]).unwrap_err();
+        let m = MemoryRanker::BUILT_IN;
+        assert_eq!(MemoryRanker::from_slice(&m.to_vec()).unwrap(), m);
+        let err = MemoryRanker::from_slice(&[1.0, 2.0]).unwrap_err();
         assert!(err.contains("needs 11 numbers"), "{err}");
         let mut v = m.to_vec();
         v[3] = f32::NAN;
-        assert!(Reranker::from_slice(&v).unwrap_err().contains("finite"));
+        assert!(MemoryRanker::from_slice(&v).unwrap_err().contains("finite"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use rust_stemmers::{Algorithm, Stemmer};
 use serde::Serialize;
 
 use crate::error::{MemResult, MemoryError};
-use crate::rerank::{Candidate, Features, Reranker};
+use crate::rerank::{Candidate, Features, MemoryRanker};
 use crate::store::{MemoryStore, NewMemory};
 use crate::trust;
 use crate::types::{Filter, Memory, RelKind, Status};
@@ -33,7 +33,7 @@ const STOP: &[&str] = &[
 
 /// How to search.
 #[derive(Debug, Clone)]
-pub struct SearchOptions {
+pub struct MemorySearchOptions {
     /// Results wanted.
     pub k: usize,
     /// Which memories (default: active ones).
@@ -50,10 +50,10 @@ pub struct SearchOptions {
     pub speaker_weight: f32,
     /// The second stage: a model over features of the top `rerank_depth` fused
     /// candidates (see [`crate::rerank`]); `None` keeps the fused order.
-    pub rerank: Option<Reranker>,
+    pub rerank: Option<MemoryRanker>,
     /// The model for searches without a query vector (no embedder, or `alpha = 0`),
     /// whose features differ: the fused score is BM25 alone and the cosine is 0.
-    pub rerank_keyword: Option<Reranker>,
+    pub rerank_keyword: Option<MemoryRanker>,
     /// How many fused candidates the reranker sees.
     pub rerank_depth: usize,
     /// The query's embedding when the caller already has it (the loop embeds a question
@@ -62,17 +62,17 @@ pub struct SearchOptions {
     pub query_vector: Option<Vec<f32>>,
 }
 
-impl Default for SearchOptions {
+impl Default for MemorySearchOptions {
     fn default() -> Self {
-        SearchOptions {
+        MemorySearchOptions {
             k: 10,
             filter: Filter::default(),
             include_superseded: false,
             alpha: 0.5,
             trust_weight: 0.3,
             speaker_weight: 0.3,
-            rerank: Some(Reranker::BUILT_IN),
-            rerank_keyword: Some(Reranker::BUILT_IN_KEYWORD),
+            rerank: Some(MemoryRanker::BUILT_IN),
+            rerank_keyword: Some(MemoryRanker::BUILT_IN_KEYWORD),
             rerank_depth: 50,
             query_vector: None,
         }
@@ -290,7 +290,7 @@ impl Index {
 
     /// The first stage: BM25 (scaled by its best) and cosine fused, filtered by scope
     /// and kind, with the speaker rule applied.
-    fn fused(&self, query: &str, qv: Option<&[f32]>, opts: &SearchOptions) -> Fused {
+    fn fused(&self, query: &str, qv: Option<&[f32]>, opts: &MemorySearchOptions) -> Fused {
         // Status, scope and kind come from the store (fresh); the index may lag.
         let mut keyword = self.bm25(query);
         by_max(&mut keyword);
@@ -412,7 +412,7 @@ impl Index {
         &self,
         fused: &Fused,
         qv: Option<&[f32]>,
-        model: &Reranker,
+        model: &MemoryRanker,
         depth: usize,
     ) -> Vec<(usize, f32)> {
         let mut top: Vec<(usize, f32)> = self
@@ -587,7 +587,7 @@ impl MemorySearcher {
 
     /// The query's embedding (when the search uses vectors), after checking the query
     /// and building the index.
-    fn prepare(&self, query: &str, opts: &SearchOptions) -> MemResult<Option<Vec<f32>>> {
+    fn prepare(&self, query: &str, opts: &MemorySearchOptions) -> MemResult<Option<Vec<f32>>> {
         if query.trim().is_empty() {
             return Err(MemoryError::Invalid("the query is empty".into()));
         }
@@ -612,7 +612,7 @@ impl MemorySearcher {
     pub fn rerank_features(
         &self,
         query: &str,
-        opts: &SearchOptions,
+        opts: &MemorySearchOptions,
     ) -> MemResult<Vec<(Memory, Features)>> {
         let qv = self.prepare(query, opts)?;
         let idx = self.index.read().expect("memory index lock");
@@ -625,7 +625,12 @@ impl MemorySearcher {
     }
 
     /// The best memories for `query` under `opts`, with the relation rules applied.
-    pub fn search(&self, query: &str, opts: &SearchOptions, now_ms: u64) -> MemResult<Vec<MemHit>> {
+    pub fn search(
+        &self,
+        query: &str,
+        opts: &MemorySearchOptions,
+        now_ms: u64,
+    ) -> MemResult<Vec<MemHit>> {
         let qv = self.prepare(query, opts)?;
         let idx = self.index.read().expect("memory index lock");
         let fused = idx.fused(query, qv.as_deref(), opts);
@@ -685,7 +690,7 @@ impl MemorySearcher {
         &self,
         hits: &mut Vec<MemHit>,
         fresh: &HashMap<String, (Status, f64)>,
-        opts: &SearchOptions,
+        opts: &MemorySearchOptions,
         now_ms: u64,
     ) -> MemResult<()> {
         hits.sort_by(|a, b| {
@@ -816,7 +821,7 @@ mod tests {
     }
 
     fn ranked(s: &MemorySearcher, query: &str, speaker_weight: f32) -> Vec<String> {
-        let opts = SearchOptions {
+        let opts = MemorySearchOptions {
             speaker_weight,
             alpha: 0.0,
             rerank: None,
@@ -888,7 +893,7 @@ mod tests {
         s.refresh().unwrap();
         // Added once the index is built: the newest of session a.
         let late = s.add(turn("a", "roses everywhere"), "test", 2_000).unwrap();
-        let opts = SearchOptions {
+        let opts = MemorySearchOptions {
             alpha: 0.0,
             speaker_weight: 0.0,
             ..Default::default()
@@ -925,7 +930,7 @@ mod tests {
         assert!(at(&m[1].id) < at(&m[4].id));
         // Without a query vector the keyword model is used; with reranking off, the
         // relevance is the fused score and the two are tied.
-        let off = SearchOptions {
+        let off = MemorySearchOptions {
             rerank: None,
             rerank_keyword: None,
             ..opts.clone()
@@ -948,7 +953,7 @@ mod tests {
         let a = s.add(with("alpha notes", vec![1.0, 0.0]), "t", 0).unwrap();
         let b = s.add(with("beta notes", vec![0.0, 1.0]), "t", 0).unwrap();
         let top = |v: Option<Vec<f32>>| {
-            let opts = SearchOptions {
+            let opts = MemorySearchOptions {
                 query_vector: v,
                 rerank: None,
                 rerank_keyword: None,
@@ -974,7 +979,7 @@ mod tests {
             turn("b", "more small talk"),
         ];
         let m = s.add_many(&mut batch, "test", 1_000).unwrap();
-        let opts = SearchOptions {
+        let opts = MemorySearchOptions {
             alpha: 0.0,
             ..Default::default()
         };
@@ -982,11 +987,11 @@ mod tests {
         let hits = s.search(q, &opts, 2_000).unwrap();
         assert_eq!(hits[0].memory.id, m[1].id, "{hits:?}");
         // The hybrid model applied to a keyword-only search ranks it lower.
-        let wrong = SearchOptions {
-            rerank_keyword: Some(Reranker::BUILT_IN),
+        let wrong = MemorySearchOptions {
+            rerank_keyword: Some(MemoryRanker::BUILT_IN),
             ..opts.clone()
         };
-        let p = |o: &SearchOptions, id: &str| {
+        let p = |o: &MemorySearchOptions, id: &str| {
             s.search(q, o, 2_000)
                 .unwrap()
                 .into_iter()

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use crate::error::MemResult;
-use crate::search::{MemHit, MemorySearcher, SearchOptions};
+use crate::search::{MemHit, MemorySearchOptions, MemorySearcher};
 use crate::types::{Filter, Kind, Memory, Status};
 
 /// What to load.
@@ -29,7 +29,7 @@ pub struct TierRequest {
     /// L1 trust floor.
     pub l1_min_trust: f64,
     /// L2: results wanted and search weights (the filter's project is `project`).
-    pub l2: SearchOptions,
+    pub l2: MemorySearchOptions,
 }
 
 impl Default for TierRequest {
@@ -42,7 +42,7 @@ impl Default for TierRequest {
             l0_tokens: 100,
             l1_tokens: 2000,
             l1_min_trust: 0.8,
-            l2: SearchOptions::default(),
+            l2: MemorySearchOptions::default(),
         }
     }
 }
@@ -200,7 +200,7 @@ pub fn load(s: &MemorySearcher, req: &TierRequest, now_ms: u64) -> MemResult<Tie
     if let Some(q) = &req.query {
         let hits: Vec<MemHit> = s.search(
             q,
-            &SearchOptions {
+            &MemorySearchOptions {
                 filter: Filter {
                     tenant: req.tenant.clone(),
                     project: req.project.clone(),

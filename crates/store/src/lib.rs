@@ -1,4 +1,4 @@
-//! Document stores: [`MemoryStore`] (the in-memory twin) and [`RedbStore`] (embedded,
+//! Document stores: [`InMemoryStore`] (the in-memory twin) and [`RedbStore`] (embedded,
 //! persistent, crash-safe), both implementing `neuralcore_core::DocStore`.
 //!
 //! Both backends are thin: they provide raw ordered byte tables with atomic batches
@@ -12,5 +12,5 @@ mod memory;
 mod raw;
 mod redb_store;
 
-pub use memory::MemoryStore;
+pub use memory::InMemoryStore;
 pub use redb_store::RedbStore;

@@ -16,12 +16,12 @@ type Tables = BTreeMap<Table, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 /// A document store held in memory (for tests and ephemeral use).
 #[derive(Default, Clone)]
-pub struct MemoryStore {
+pub struct InMemoryStore {
     tables: Arc<RwLock<Arc<Tables>>>,
     writer: Arc<Mutex<()>>,
 }
 
-impl MemoryStore {
+impl InMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -87,7 +87,7 @@ impl RawWrite for MemTxn<'_> {
     }
 }
 
-impl DocStore for MemoryStore {
+impl DocStore for InMemoryStore {
     fn collections(&self) -> StoreResult<Vec<CollectionInfo>> {
         Reader(&self.snapshot()).collections()
     }

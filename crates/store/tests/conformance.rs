@@ -1,11 +1,11 @@
 //! The conformance suite against every backend.
 
 use neuralcore_core::DocStore;
-use neuralcore_store::{conformance, MemoryStore, RedbStore};
+use neuralcore_store::{conformance, InMemoryStore, RedbStore};
 
 #[test]
 fn memory_store_conforms() {
-    conformance::run_all(&mut || Box::new(MemoryStore::new()) as Box<dyn DocStore>);
+    conformance::run_all(&mut || Box::new(InMemoryStore::new()) as Box<dyn DocStore>);
 }
 
 #[test]
@@ -46,7 +46,7 @@ mod model {
     use std::collections::BTreeMap;
 
     use neuralcore_core::DocStore;
-    use neuralcore_store::{conformance, MemoryStore, RedbStore};
+    use neuralcore_store::{conformance, InMemoryStore, RedbStore};
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]
@@ -150,7 +150,7 @@ mod model {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn backends_match_the_model(ops in proptest::collection::vec(op(), 1..40)) {
-            check(&MemoryStore::new(), &ops);
+            check(&InMemoryStore::new(), &ops);
             let dir = tempfile::tempdir().unwrap();
             check(&RedbStore::open(&dir.path().join("p.redb")).unwrap(), &ops);
         }

@@ -61,7 +61,7 @@ impl Tool for RecallTool {
         let engine = &ctx.services.engine;
         // Embedded once (the engine caches it; the vector retriever asked already).
         let qv = engine.query_vector(&question).ok();
-        let opts = neuralcore_memory::SearchOptions {
+        let opts = neuralcore_memory::MemorySearchOptions {
             query_vector: qv.clone(),
             ..engine.config().memory.search_options(
                 k,
