@@ -9,8 +9,8 @@ use clap::Subcommand;
 use neuralcore_engine::Engine;
 use neuralcore_memory::graph::{self, Entity, EntityKind};
 use neuralcore_memory::{
-    now_ms, Filter, Kind, MemScope, Memory, MemorySearchOptions, MemorySearcher, MemoryStore,
-    NewMemory, RelKind, Signal, Status,
+    now_ms, AuditEntry, Filter, Kind, MemHit, MemScope, Memory, MemorySearchOptions,
+    MemorySearcher, MemoryStore, NewMemory, RelKind, Relation, Signal, Status,
 };
 
 /// Memory subcommands.
@@ -155,6 +155,93 @@ pub fn show(m: &Memory) {
     }
 }
 
+/// A memory kind, or an error naming the known ones.
+pub fn parse_kind(kind: &str) -> Result<Kind> {
+    Kind::parse(kind).with_context(|| {
+        format!("unknown kind {kind:?} (fact, decision, rule, preference, procedure, episode)")
+    })
+}
+
+/// An entity kind, or an error naming the known ones.
+pub fn parse_entity_kind(k: &str) -> Result<EntityKind> {
+    EntityKind::parse(k).with_context(|| {
+        format!("unknown entity kind {k:?} (project, file, agent, skill, person, concept)")
+    })
+}
+
+/// A trust signal, or an error naming the known ones.
+pub fn parse_signal(signal: &str) -> Result<Signal> {
+    Signal::parse(signal)
+        .with_context(|| format!("unknown signal {signal:?} (used, confirmed, ignored, corrected)"))
+}
+
+/// A relation kind, or an error naming the known ones.
+pub fn parse_relation(kind: &str) -> Result<RelKind> {
+    RelKind::parse(kind).with_context(|| {
+        format!(
+            "unknown relation {kind:?} ({})",
+            RelKind::ALL.map(|k| k.as_str()).join(", ")
+        )
+    })
+}
+
+/// `memory get`: the memory, its use counts and its relations.
+pub fn show_with_relations(m: &Memory, rels: &[Relation]) {
+    show(m);
+    for (k, v) in &m.use_counts {
+        println!("    {k}: {v}");
+    }
+    for r in rels {
+        println!("    {} {} {}", r.from, r.kind.as_str(), r.to);
+    }
+}
+
+/// `memory search`: ranked hits with their flags.
+pub fn show_hits(hits: &[MemHit]) {
+    if hits.is_empty() {
+        println!("no memories match");
+    }
+    for (i, h) in hits.iter().enumerate() {
+        print!("{:>2}. score {:.3}  ", i + 1, h.score);
+        show(&h.memory);
+        for f in &h.flags {
+            println!("    ! {f}");
+        }
+    }
+}
+
+/// `memory list`: the memories and their count.
+pub fn show_list(ms: &[Memory]) {
+    for m in ms {
+        show(m);
+    }
+    println!("{} memories", ms.len());
+}
+
+/// `memory audit`: one line per trust or status change.
+pub fn show_audit(a: &[AuditEntry]) {
+    for e in a {
+        println!(
+            "{}  {:<9} {:.3} → {:.3} ({:+.3})  by {}  {}",
+            e.at_ms,
+            e.event,
+            e.trust_before,
+            e.trust_after,
+            e.delta(),
+            e.by,
+            e.note
+        );
+    }
+}
+
+/// `memory graph`: the entities the memories of a node also mention.
+pub fn show_related(related: &[(String, usize)]) {
+    if !related.is_empty() {
+        let rel: Vec<String> = related.iter().map(|(n, c)| format!("{n} ({c})")).collect();
+        println!("  related: {}", rel.join(", "));
+    }
+}
+
 /// Run a memory subcommand.
 pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> Result<ExitCode> {
     let cfg = engine.config().clone();
@@ -174,11 +261,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
             source,
             occurred_at,
         } => {
-            let kind = Kind::parse(&kind).with_context(|| {
-                format!(
-                    "unknown kind {kind:?} (fact, decision, rule, preference, procedure, episode)"
-                )
-            })?;
+            let kind = parse_kind(&kind)?;
             let searcher = MemorySearcher::new(store.clone(), engine.embedder());
             let m = searcher.add(
                 NewMemory {
@@ -221,9 +304,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                 vec![entity.to_lowercase()]
             } else {
                 let kinds: Vec<EntityKind> = match &kind {
-                    Some(k) => vec![EntityKind::parse(k).with_context(|| {
-                        format!("unknown entity kind {k:?} (project, file, agent, skill, person, concept)")
-                    })?],
+                    Some(k) => vec![parse_entity_kind(k)?],
                     None => EntityKind::ALL.to_vec(),
                 };
                 let Some(e) = graph::entity(EntityKind::Person, &entity) else {
@@ -263,14 +344,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                             Err(e) => return Err(e.into()),
                         }
                     }
-                    if !nb.related.is_empty() {
-                        let rel: Vec<String> = nb
-                            .related
-                            .iter()
-                            .map(|(n, c)| format!("{n} ({c})"))
-                            .collect();
-                        println!("  related: {}", rel.join(", "));
-                    }
+                    show_related(&nb.related);
                 }
             }
         }
@@ -280,13 +354,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
             if json {
                 print(serde_json::json!({"memory": strip(m), "relations": rels}))?;
             } else {
-                show(&m);
-                for (k, v) in &m.use_counts {
-                    println!("    {k}: {v}");
-                }
-                for r in rels {
-                    println!("    {} {} {}", r.from, r.kind.as_str(), r.to);
-                }
+                show_with_relations(&m, &rels);
             }
         }
         MemoryCommand::Search {
@@ -322,16 +390,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                     .collect();
                 print(serde_json::json!(v))?;
             } else {
-                if hits.is_empty() {
-                    println!("no memories match");
-                }
-                for (i, h) in hits.iter().enumerate() {
-                    print!("{:>2}. score {:.3}  ", i + 1, h.score);
-                    show(&h.memory);
-                    for f in &h.flags {
-                        println!("    ! {f}");
-                    }
-                }
+                show_hits(&hits);
             }
         }
         MemoryCommand::List {
@@ -366,16 +425,11 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                     .map(strip)
                     .collect::<Vec<_>>()))?;
             } else {
-                for m in &v {
-                    show(m);
-                }
-                println!("{} memories", v.len());
+                show_list(&v);
             }
         }
         MemoryCommand::Signal { id, signal, by } => {
-            let s = Signal::parse(&signal).with_context(|| {
-                format!("unknown signal {signal:?} (used, confirmed, ignored, corrected)")
-            })?;
+            let s = parse_signal(&signal)?;
             let m = store.signal(&id, s, &by, now)?;
             if json {
                 print(serde_json::to_value(strip(m))?)?;
@@ -384,12 +438,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
             }
         }
         MemoryCommand::Link { from, kind, to } => {
-            let k = RelKind::parse(&kind).with_context(|| {
-                format!(
-                    "unknown relation {kind:?} ({})",
-                    RelKind::ALL.map(|k| k.as_str()).join(", ")
-                )
-            })?;
+            let k = parse_relation(&kind)?;
             let r = store.link(&from, k, &to, "user", now)?;
             if json {
                 print(serde_json::to_value(r)?)?;
@@ -429,18 +478,7 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
             if json {
                 print(serde_json::to_value(a)?)?;
             } else {
-                for e in a {
-                    println!(
-                        "{}  {:<9} {:.3} → {:.3} ({:+.3})  by {}  {}",
-                        e.at_ms,
-                        e.event,
-                        e.trust_before,
-                        e.trust_after,
-                        e.delta(),
-                        e.by,
-                        e.note
-                    );
-                }
+                show_audit(&a);
             }
         }
         MemoryCommand::Tiers {

@@ -11,8 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use neuralcore_agents::{AskReport, LoopEvent};
 use neuralcore_app::SearchResponse;
-use neuralcore_memory::graph::EntityKind;
-use neuralcore_memory::{Kind, Memory, RelKind, Relation, Signal};
+use neuralcore_memory::{Kind, Memory, Relation};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
@@ -425,7 +424,10 @@ fn multipart(files: &[(String, Vec<u8>)]) -> (String, Vec<u8>) {
 
 /// `memory …` on the server.
 pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
-    use crate::memory::show;
+    use crate::memory::{
+        parse_entity_kind, parse_kind, parse_relation, parse_signal, show, show_audit, show_hits,
+        show_list, show_related, show_with_relations,
+    };
     let print = |v: &Value| -> Result<()> {
         println!("{}", serde_json::to_string_pretty(v)?);
         Ok(())
@@ -441,11 +443,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
             source,
             occurred_at,
         } => {
-            let kind = Kind::parse(&kind).with_context(|| {
-                format!(
-                    "unknown kind {kind:?} (fact, decision, rule, preference, procedure, episode)"
-                )
-            })?;
+            let kind = parse_kind(&kind)?;
             let body = json!({"text": text, "kind": kind, "project": project, "session": session,
                 "agent": agent, "source": source, "occurred_at": occurred_at});
             let v: Value = r.call("POST", "/v1/memories", Some(&body))?;
@@ -479,11 +477,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
         }
         MemoryCommand::Graph { entity, kind } => {
             if let Some(k) = &kind {
-                EntityKind::parse(k).with_context(|| {
-                    format!(
-                        "unknown entity kind {k:?} (project, file, agent, skill, person, concept)"
-                    )
-                })?;
+                parse_entity_kind(k)?;
             }
             let q = query(&[("entity", Some(&entity)), ("kind", kind.as_deref())]);
             let v: Value = r.call("GET", &format!("/v1/memory/graph{q}"), None)?;
@@ -502,14 +496,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
                             show(&serde_json::from_value::<Memory>(v["memory"].clone())?);
                         }
                     }
-                    if !nb.related.is_empty() {
-                        let rel: Vec<String> = nb
-                            .related
-                            .iter()
-                            .map(|(n, c)| format!("{n} ({c})"))
-                            .collect();
-                        println!("  related: {}", rel.join(", "));
-                    }
+                    show_related(&nb.related);
                 }
             }
         }
@@ -520,13 +507,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
             } else {
                 let m: Memory = serde_json::from_value(v["memory"].clone())?;
                 let rels: Vec<Relation> = serde_json::from_value(v["relations"].clone())?;
-                show(&m);
-                for (k, n) in &m.use_counts {
-                    println!("    {k}: {n}");
-                }
-                for r in rels {
-                    println!("    {} {} {}", r.from, r.kind.as_str(), r.to);
-                }
+                show_with_relations(&m, &rels);
             }
         }
         MemoryCommand::Search {
@@ -544,16 +525,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
             } else {
                 let hits: Vec<neuralcore_memory::MemHit> =
                     serde_json::from_value(v["hits"].clone())?;
-                if hits.is_empty() {
-                    println!("no memories match");
-                }
-                for (i, h) in hits.iter().enumerate() {
-                    print!("{:>2}. score {:.3}  ", i + 1, h.score);
-                    show(&h.memory);
-                    for f in &h.flags {
-                        println!("    ! {f}");
-                    }
-                }
+                show_hits(&hits);
             }
         }
         MemoryCommand::List {
@@ -576,17 +548,12 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
                 print(&v["memories"])?;
             } else {
                 let ms: Vec<Memory> = serde_json::from_value(v["memories"].clone())?;
-                for m in &ms {
-                    show(m);
-                }
-                println!("{} memories", ms.len());
+                show_list(&ms);
             }
         }
         // The server records the key's tenant and prefix as who signalled.
         MemoryCommand::Signal { id, signal, by: _ } => {
-            let s = Signal::parse(&signal).with_context(|| {
-                format!("unknown signal {signal:?} (used, confirmed, ignored, corrected)")
-            })?;
+            let s = parse_signal(&signal)?;
             let v: Value = r.call(
                 "POST",
                 &path_of(&id, "/signal"),
@@ -595,12 +562,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
             one(json, &v)?;
         }
         MemoryCommand::Link { from, kind, to } => {
-            let k = RelKind::parse(&kind).with_context(|| {
-                format!(
-                    "unknown relation {kind:?} ({})",
-                    RelKind::ALL.map(|k| k.as_str()).join(", ")
-                )
-            })?;
+            let k = parse_relation(&kind)?;
             let v: Value = r.call(
                 "POST",
                 &path_of(&from, "/links"),
@@ -633,18 +595,7 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
             } else {
                 let a: Vec<neuralcore_memory::AuditEntry> =
                     serde_json::from_value(v["audit"].clone())?;
-                for e in a {
-                    println!(
-                        "{}  {:<9} {:.3} → {:.3} ({:+.3})  by {}  {}",
-                        e.at_ms,
-                        e.event,
-                        e.trust_before,
-                        e.trust_after,
-                        e.delta(),
-                        e.by,
-                        e.note
-                    );
-                }
+                show_audit(&a);
             }
         }
         MemoryCommand::Tiers {
