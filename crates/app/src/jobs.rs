@@ -14,9 +14,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, TryLockError, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use neuralcore_store::reopen::ReopeningDb;
 use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
@@ -277,24 +278,17 @@ fn bad_record(e: serde_json::Error) -> Box<redb::Error> {
     )))
 }
 
-/// `jobs.redb`. After an I/O error (a full disk) redb refuses every read and write of a
-/// database until it is opened again: the next call reopens it, once no transaction is
-/// open (transactions live under the read guard, a reopen only tries the write lock).
-struct JobDb {
-    path: PathBuf,
-    /// `None` while a reopen failed (the next call tries again).
-    db: RwLock<Option<redb::Database>>,
-    broken: AtomicBool,
-}
+/// `jobs.redb`, reopened after an I/O error (a full disk) like the document store.
+struct JobDb(ReopeningDb);
 
 impl JobDb {
     fn open(path: &Path) -> Result<JobDb, AppError> {
         let db = redb::Database::create(path).map_err(|e| db_error(e.into()))?;
-        Ok(JobDb {
-            path: path.to_path_buf(),
-            db: RwLock::new(Some(db)),
-            broken: AtomicBool::new(false),
-        })
+        let path = path.to_path_buf();
+        Ok(JobDb(ReopeningDb::new(
+            db,
+            Box::new(move || redb::Database::create(&path)),
+        )))
     }
 
     /// Run `f` in the database.
@@ -302,39 +296,16 @@ impl JobDb {
         &self,
         f: impl FnOnce(&redb::Database) -> Result<T, Box<redb::Error>>,
     ) -> Result<T, AppError> {
-        let mut failed = None;
-        if self.broken.load(Ordering::SeqCst) {
-            failed = self.reopen().err();
-        }
-        let g = self.db.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(db) = g.as_ref() else {
-            return Err(failed.map(|e| db_error(*e)).unwrap_or_else(|| {
-                AppError::Unavailable("the job store is reopening after an I/O error".into())
-            }));
-        };
-        f(db).map_err(|e| {
+        let db = self.0.get().map_err(|failed| match failed {
+            Some(e) => db_error(e.into()),
+            None => AppError::Unavailable("the job store is reopening after an I/O error".into()),
+        })?;
+        f(&db).map_err(|e| {
             if matches!(*e, redb::Error::Io(_) | redb::Error::PreviousIo) {
-                self.broken.store(true, Ordering::SeqCst);
+                self.0.broken().store(true, Ordering::SeqCst);
             }
             db_error(*e)
         })
-    }
-
-    fn reopen(&self) -> Result<(), Box<redb::Error>> {
-        let mut g = match self.db.try_write() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Ok(()),
-        };
-        if !self.broken.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        // The old handle holds the file's lock: close it first.
-        *g = None;
-        *g = Some(redb::Database::create(&self.path).map_err(bx)?);
-        self.broken.store(false, Ordering::SeqCst);
-        tracing::info!("the job store was reopened after an I/O error");
-        Ok(())
     }
 }
 

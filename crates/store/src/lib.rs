@@ -11,6 +11,7 @@ mod logic;
 mod memory;
 mod raw;
 mod redb_store;
+pub mod reopen;
 
 pub use memory::InMemoryStore;
 pub use redb_store::RedbStore;

@@ -9,7 +9,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
+
+use crate::reopen::{DbRef, Opener, ReopeningDb};
 
 use neuralcore_core::{
     Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, EmbeddingKey, IndexJournal,
@@ -63,16 +64,9 @@ fn be<E: Into<redb::Error>>(broken: &AtomicBool, e: E) -> StoreError {
     }
 }
 
-/// Opens the database (again).
-type Opener = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send + Sync>;
-
 /// A document store in one redb file.
 pub struct RedbStore {
-    /// `None` while a reopen failed (the next call tries again).
-    db: RwLock<Option<redb::Database>>,
-    /// An I/O error hit the open database: reopen it before the next transaction.
-    broken: AtomicBool,
-    open: Opener,
+    db: ReopeningDb,
     path: PathBuf,
 }
 
@@ -107,16 +101,19 @@ impl RedbStore {
 
     /// The store over an open database, creating its tables.
     fn with_db(db: redb::Database, open: Opener, path: &Path) -> StoreResult<Self> {
-        let broken = AtomicBool::new(false);
-        let txn = db.begin_write().map_err(|e| be(&broken, e))?;
+        let db = ReopeningDb::new(db, open);
+        let broken = db.broken();
+        let txn = db
+            .get()
+            .map_err(|_| StoreError::Unavailable("the store could not be opened".into()))?
+            .begin_write()
+            .map_err(|e| be(broken, e))?;
         for t in Table::ALL {
-            txn.open_table(def(t)).map_err(|e| be(&broken, e))?;
+            txn.open_table(def(t)).map_err(|e| be(broken, e))?;
         }
-        txn.commit().map_err(|e| be(&broken, e))?;
+        txn.commit().map_err(|e| be(broken, e))?;
         Ok(RedbStore {
-            db: RwLock::new(Some(db)),
-            broken,
-            open,
+            db,
             path: path.to_path_buf(),
         })
     }
@@ -126,52 +123,21 @@ impl RedbStore {
         &self.path
     }
 
-    /// The open database, reopened first when an I/O error broke it. Transactions live
-    /// under this guard: a reopen (which needs every one of them closed) never waits for
-    /// one, it is tried again on the next call instead.
-    fn db(&self) -> StoreResult<RwLockReadGuard<'_, Option<redb::Database>>> {
-        let failed = if self.broken.load(Ordering::SeqCst) {
-            self.reopen().err()
-        } else {
-            None
-        };
-        let g = self.db.read().unwrap_or_else(PoisonError::into_inner);
-        if g.is_none() {
-            return Err(match failed {
-                Some(redb::DatabaseError::Storage(e)) => be(&self.broken, e),
-                _ => StoreError::Unavailable("the store is reopening after an I/O error".into()),
-            });
-        }
-        Ok(g)
-    }
-
-    /// Reopen the database when no transaction is open (else leave it to a later call).
-    fn reopen(&self) -> Result<(), redb::DatabaseError> {
-        let mut g = match self.db.try_write() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Ok(()),
-        };
-        if !self.broken.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        // The old handle holds the file's lock: close it first.
-        *g = None;
-        *g = Some((self.open)()?);
-        self.broken.store(false, Ordering::SeqCst);
-        Ok(())
+    /// The open database, reopened first when an I/O error broke it.
+    fn db(&self) -> StoreResult<DbRef<'_>> {
+        self.db.get().map_err(|failed| match failed {
+            Some(redb::DatabaseError::Storage(e)) => be(self.db.broken(), e),
+            _ => StoreError::Unavailable("the store is reopening after an I/O error".into()),
+        })
     }
 
     fn read(&self) -> StoreResult<ReadTxn<'_>> {
         let db = self.db()?;
-        let txn = db
-            .as_ref()
-            .expect("checked by db()")
-            .begin_read()
-            .map_err(|e| be(&self.broken, e))?;
+        let broken = self.db.broken();
+        let txn = db.begin_read().map_err(|e| be(broken, e))?;
         Ok(ReadTxn {
             txn,
-            broken: &self.broken,
+            broken,
             _db: db,
         })
     }
@@ -181,7 +147,7 @@ impl RedbStore {
 struct ReadTxn<'a> {
     txn: redb::ReadTransaction,
     broken: &'a AtomicBool,
-    _db: RwLockReadGuard<'a, Option<redb::Database>>,
+    _db: DbRef<'a>,
 }
 
 fn scan_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
@@ -224,7 +190,7 @@ impl RawRead for ReadTxn<'_> {
 struct WriteTxn<'a> {
     txn: redb::WriteTransaction,
     broken: &'a AtomicBool,
-    _db: RwLockReadGuard<'a, Option<redb::Database>>,
+    _db: DbRef<'a>,
 }
 
 impl RawRead for WriteTxn<'_> {
@@ -307,14 +273,11 @@ impl DocStore for RedbStore {
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let db = self.db()?;
-        let txn = db
-            .as_ref()
-            .expect("checked by db()")
-            .begin_write()
-            .map_err(|e| be(&self.broken, e))?;
+        let broken = self.db.broken();
+        let txn = db.begin_write().map_err(|e| be(broken, e))?;
         Ok(Box::new(Batch::new(WriteTxn {
             txn,
-            broken: &self.broken,
+            broken,
             _db: db,
         })))
     }
