@@ -318,11 +318,7 @@ fn bad_uploads_get_clear_problems() {
 fn another_tenants_jobs_documents_and_sources_are_not_found() {
     let mut made = HashMap::new();
     let s = server(loopback(), |ks| {
-        for t in ["acme", "globex"] {
-            ks.create_tenant(t).unwrap();
-            let (k, _) = ks.create_key(t, Scope::Write, "").unwrap();
-            made.insert(t.to_string(), k);
-        }
+        made = acme_and_globex(ks);
         let (k, _) = ks.create_key("acme", Scope::Read, "").unwrap();
         made.insert("acme-read".into(), k);
     });
@@ -513,13 +509,7 @@ fn ask_stream(addr: SocketAddr, key: &str, question: &str, collection: &str) -> 
 #[test]
 fn two_tenants_uploading_remembering_and_streaming_at_once_never_see_each_other() {
     let mut made = HashMap::new();
-    let s = server(loopback(), |ks| {
-        for t in ["acme", "globex"] {
-            ks.create_tenant(t).unwrap();
-            let (k, _) = ks.create_key(t, Scope::Write, "").unwrap();
-            made.insert(t.to_string(), k);
-        }
-    });
+    let s = server(loopback(), |ks| made = acme_and_globex(ks));
     let a = s.addr;
     // Each tenant's secret word, and the other's it must never be shown.
     let cases = [

@@ -539,13 +539,7 @@ fn agents_and_tools_are_listed_without_server_paths() {
 #[test]
 fn two_tenants_asking_at_once_never_see_each_other() {
     let mut made = HashMap::new();
-    let s = server(loopback(), |ks| {
-        for t in ["acme", "globex"] {
-            ks.create_tenant(t).unwrap();
-            let (k, _) = ks.create_key(t, Scope::Write, "").unwrap();
-            made.insert(t.to_string(), k);
-        }
-    });
+    let s = server(loopback(), |ks| made = acme_and_globex(ks));
     let a = s.addr;
     // Each tenant's words, and the other's it must never be shown.
     let cases = [

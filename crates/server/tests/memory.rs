@@ -13,11 +13,7 @@ use serde_json::{json, Value};
 fn memory_routes_work_for_their_tenant_and_hide_every_other() {
     let mut made = HashMap::new();
     let s = server(loopback(), |ks| {
-        for t in ["acme", "globex"] {
-            ks.create_tenant(t).unwrap();
-            let (k, _) = ks.create_key(t, Scope::Write, "").unwrap();
-            made.insert(t.to_string(), k);
-        }
+        made = acme_and_globex(ks);
         let (k, _) = ks.create_key("acme", Scope::Read, "").unwrap();
         made.insert("acme-read".into(), k);
     });

@@ -207,3 +207,15 @@ pub fn loopback() -> ServeOptions {
         ..Default::default()
     }
 }
+
+/// Tenants `acme` and `globex`, each with a read-write key: their keys by tenant.
+#[allow(dead_code)]
+pub fn acme_and_globex(ks: &neuralcore_app::KeyStore) -> HashMap<String, String> {
+    let mut made = HashMap::new();
+    for t in ["acme", "globex"] {
+        ks.create_tenant(t).unwrap();
+        let (k, _) = ks.create_key(t, neuralcore_app::Scope::Write, "").unwrap();
+        made.insert(t.to_string(), k);
+    }
+    made
+}
