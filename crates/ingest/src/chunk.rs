@@ -6,6 +6,7 @@
 //! break, repeats up to `overlap_tokens` tokens of whole trailing units at the start of
 //! the next chunk, and never lets a chunk cross a section (heading) boundary.
 
+use neuralcore_core::sentence::{sentence_spans, Lines};
 use neuralcore_core::text::{count_tokens, SectionMark};
 
 /// One chunk as a span of the document text.
@@ -56,12 +57,6 @@ struct Unit {
     tokens: usize,
     para_end: bool,
 }
-
-const ABBREVIATIONS: &[&str] = &[
-    "e.g", "i.e", "al", "etc", "vs", "fig", "figs", "eq", "eqs", "no", "dr", "mr", "mrs", "ms",
-    "prof", "st", "approx", "ca", "cf", "resp", "ref", "refs", "vol", "pp", "jr", "sr", "inc",
-    "ltd", "co", "dept", "univ", "est",
-];
 
 impl Chunker for SentenceChunker {
     fn name(&self) -> String {
@@ -158,38 +153,19 @@ fn pack(units: &[Unit], target: usize, overlap: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Byte spans of the sentences (and lines) of `text`, trimmed, in order; a sentence
-/// longer than `max_tokens` is cut at word boundaries. The same splitter the chunker
-/// packs, for callers that score sentences ("strips") of a chunk.
-pub fn sentence_spans(text: &str, max_tokens: usize) -> Vec<(usize, usize)> {
-    split_units(text, 0, text.len(), max_tokens.max(1))
-        .into_iter()
-        .map(|u| (u.start, u.end))
-        .collect()
-}
-
-/// Split `text[s..e]` into sentence/line units; units over `target` tokens are cut at
-/// word boundaries.
+/// Split `text[s..e]` into sentence/line units with the project's one splitter
+/// ([`neuralcore_core::sentence`]: every line break ends a unit here, so lists, tables
+/// and code stay line by line); units over `target` tokens are cut at word boundaries.
+/// A unit followed by a blank line ends a paragraph.
 fn split_units(text: &str, s: usize, e: usize, target: usize) -> Vec<Unit> {
     let seg = &text[s..e];
-    let bytes = seg.as_bytes();
+    let spans = sentence_spans(seg, Lines::Break);
     let mut units = Vec::new();
-    let mut start = 0;
-    let push = |a: usize, b: usize, para_end: bool, units: &mut Vec<Unit>| {
+    for (k, &(a, b)) in spans.iter().enumerate() {
+        let next = spans.get(k + 1).map_or(seg.len(), |n| n.0);
+        let para_end = k + 1 == spans.len() || seg[b..next].matches('\n').count() >= 2;
         let piece = &seg[a..b];
-        let lead = piece.len() - piece.trim_start().len();
-        let piece_t = piece.trim();
-        if piece_t.is_empty() {
-            if para_end {
-                if let Some(u) = units.last_mut() {
-                    u.para_end = true;
-                }
-            }
-            return;
-        }
-        let a = a + lead;
-        let b = a + piece_t.len();
-        let tokens = count_tokens(piece_t);
+        let tokens = count_tokens(piece);
         if tokens <= target {
             units.push(Unit {
                 start: s + a,
@@ -197,74 +173,35 @@ fn split_units(text: &str, s: usize, e: usize, target: usize) -> Vec<Unit> {
                 tokens,
                 para_end,
             });
-        } else {
-            // Cut at word boundaries into windows of `target` tokens.
-            let mut ws = a;
-            let mut tok = 0;
-            let mut last_end = a;
-            for (off, w) in word_spans(&seg[a..b]) {
-                let wt = count_tokens(w);
-                if tok + wt > target && tok > 0 {
-                    units.push(Unit {
-                        start: s + ws,
-                        end: s + last_end,
-                        tokens: tok,
-                        para_end: false,
-                    });
-                    ws = a + off;
-                    tok = 0;
-                }
-                tok += wt;
-                last_end = a + off + w.len();
-            }
-            units.push(Unit {
-                start: s + ws,
-                end: s + last_end,
-                tokens: tok,
-                para_end,
-            });
-        }
-    };
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if c == b'\n' {
-            let para = bytes.get(i + 1) == Some(&b'\n');
-            push(start, i, para, &mut units);
-            i += if para { 2 } else { 1 };
-            start = i;
             continue;
         }
-        if matches!(c, b'.' | b'!' | b'?') {
-            let mut k = i + 1;
-            while k < bytes.len() && matches!(bytes[k], b'"' | b'\'' | b')' | b']') {
-                k += 1;
+        // Cut at word boundaries into windows of `target` tokens.
+        let mut ws = a;
+        let mut tok = 0;
+        let mut last_end = a;
+        for (off, w) in word_spans(piece) {
+            let wt = count_tokens(w);
+            if tok + wt > target && tok > 0 {
+                units.push(Unit {
+                    start: s + ws,
+                    end: s + last_end,
+                    tokens: tok,
+                    para_end: false,
+                });
+                ws = a + off;
+                tok = 0;
             }
-            let closes = k >= bytes.len() || bytes[k] == b' ' || bytes[k] == b'\t';
-            if closes && !(c == b'.' && is_abbreviation(&seg[start..i])) {
-                push(start, k, false, &mut units);
-                start = k;
-                i = k;
-                continue;
-            }
+            tok += wt;
+            last_end = a + off + w.len();
         }
-        i += 1;
+        units.push(Unit {
+            start: s + ws,
+            end: s + last_end,
+            tokens: tok,
+            para_end,
+        });
     }
-    push(start, bytes.len(), true, &mut units);
     units
-}
-
-/// True when the word before a period is an abbreviation or a single letter (an initial).
-fn is_abbreviation(before: &str) -> bool {
-    let word = before
-        .rsplit(|c: char| c.is_whitespace() || c == '(')
-        .next()
-        .unwrap_or("");
-    if word.chars().count() == 1 && word.chars().all(|c| c.is_alphabetic()) {
-        return true;
-    }
-    let lower = word.to_ascii_lowercase();
-    ABBREVIATIONS.contains(&lower.as_str())
 }
 
 /// `(byte offset, word)` of each white-space separated word.

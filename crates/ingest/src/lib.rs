@@ -9,7 +9,7 @@ pub mod loaders;
 pub mod testdata;
 pub mod walk;
 
-pub use chunk::{sentence_spans, ChunkSpan, Chunker, SentenceChunker};
+pub use chunk::{ChunkSpan, Chunker, SentenceChunker};
 pub use loaders::{
     html_to_text, loader_for, loaders, LoadError, LoadReport, LoadedDoc, Loader, LoaderOptions,
     SourceInput,

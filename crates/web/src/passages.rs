@@ -126,45 +126,14 @@ fn push_units(text: &str, para: usize, start: usize, end: usize, max: usize, out
     }
 }
 
-/// Sentence and line ranges of `text[start..end]`. A sentence ends after `.`, `!`, `?`
-/// or `…` (and any closing quotes or brackets) followed by white space and a word that
-/// does not start in lower case (so `e.g. this` stays whole); a line break always ends one.
+/// Sentence and line ranges of `text[start..end]`, by the project's one splitter
+/// ([`neuralcore_core::sentence`]; a line break always ends one here).
 fn sentences(text: &str, start: usize, end: usize) -> Vec<(usize, usize)> {
-    let chars: Vec<(usize, char)> = text[start..end]
-        .char_indices()
-        .map(|(i, c)| (start + i, c))
-        .collect();
-    let mut out = Vec::new();
-    let mut from = start;
-    let mut i = 0;
-    while i < chars.len() {
-        let (pos, c) = chars[i];
-        let cut = if c == '\n' {
-            Some(pos)
-        } else if matches!(c, '.' | '!' | '?' | '…' | '。' | '！' | '？') {
-            let mut j = i + 1;
-            while j < chars.len() && matches!(chars[j].1, '"' | '\'' | ')' | ']' | '”' | '’' | '»')
-            {
-                j += 1;
-            }
-            let mut k = j;
-            while k < chars.len() && chars[k].1.is_whitespace() && chars[k].1 != '\n' {
-                k += 1;
-            }
-            let spaced = k > j || matches!(c, '。' | '！' | '？');
-            let next_ok = chars.get(k).is_none_or(|&(_, n)| !n.is_lowercase());
-            (spaced && next_ok).then(|| chars.get(j).map_or(end, |&(p, _)| p))
-        } else {
-            None
-        };
-        if let Some(cut_at) = cut {
-            out.extend(trim_range(text, from, cut_at));
-            from = cut_at;
-        }
-        i += 1;
-    }
-    out.extend(trim_range(text, from, end));
-    out
+    use neuralcore_core::sentence::{sentence_spans, Lines};
+    sentence_spans(&text[start..end], Lines::Break)
+        .into_iter()
+        .map(|(s, e)| (start + s, start + e))
+        .collect()
 }
 
 /// Pieces of at most `max` characters of `text[start..end]`, cut between words; a word
