@@ -521,11 +521,17 @@ impl Registry {
             .collect()
     }
 
-    /// Tools that write a key matching `pattern` (`*.chunks`, `keyword.*`).
+    /// Tools that write a key matching `pattern` (`*.chunks`, `keyword.*`; without `*`,
+    /// one exact key: the Mind's patterns, [`neuralcore_mind::glob_match`]).
     pub fn producing(&self, pattern: &str) -> Vec<Arc<dyn Tool>> {
         self.tools
             .values()
-            .filter(|t| t.spec().written_keys().iter().any(|k| glob(pattern, k)))
+            .filter(|t| {
+                t.spec()
+                    .written_keys()
+                    .iter()
+                    .any(|k| neuralcore_mind::glob_match(pattern, k))
+            })
             .cloned()
             .collect()
     }
@@ -540,42 +546,5 @@ impl Registry {
         r.sort();
         r.dedup();
         r
-    }
-}
-
-/// Match `key` against a pattern where `*` stands for any run of characters.
-pub fn glob(pattern: &str, key: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == key;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !key.starts_with(first) || !key[first.len()..].ends_with(last) {
-        return false;
-    }
-    let mut rest = &key[first.len()..key.len() - last.len()];
-    for p in &parts[1..parts.len() - 1] {
-        match rest.find(p) {
-            Some(i) => rest = &rest[i + p.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob;
-
-    #[test]
-    fn glob_patterns() {
-        assert!(glob("*.chunks", "keyword.chunks"));
-        assert!(!glob("*.chunks", "keyword.chunks.meta"));
-        assert!(glob("keyword.*", "keyword.chunks"));
-        assert!(glob("input.query", "input.query"));
-        assert!(!glob("input.query", "input.queryx"));
-        assert!(glob("*", "a.b"));
-        assert!(glob("a*c*e", "abcde"));
-        assert!(!glob("a*c*e", "abde"));
     }
 }

@@ -172,6 +172,10 @@ fn the_registry_finds_every_tool_without_a_list() {
         .collect();
     assert!(producers.len() >= 5, "{producers:?}");
     assert_eq!(r.producing("fusion.*")[0].spec().name, "fusion");
+    // Without `*`, a pattern is one exact key (the Mind's `glob_match`), never a prefix.
+    assert_eq!(r.producing("fusion.chunks")[0].spec().name, "fusion");
+    assert!(r.producing("fusion").is_empty());
+    assert!(r.producing("fusion.chunk").is_empty());
 }
 
 #[test]

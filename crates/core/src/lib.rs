@@ -1,12 +1,19 @@
 //! Core types of neuralcore: documents, chunks and their provenance, the errors of the
-//! storage layer, text normalization, and the traits that every store implements.
+//! storage layer, text normalization, and the traits that every store implements; and
+//! the primitives several crates share, one implementation each: the keyword analyzer
+//! ([`analysis`]), BM25 ([`bm25`]) and the logistic-regression fitter ([`logistic`]).
 //!
 //! This crate does no I/O and picks no runtime; everything above it (stores, loaders,
 //! indexes, the engine, the CLI) speaks in these types.
 
+pub mod analysis;
+pub mod bm25;
 pub mod error;
+pub mod logistic;
 pub mod model;
+pub mod stopwords;
 pub mod store;
+pub mod sentence;
 pub mod text;
 pub mod types;
 

@@ -1,318 +1,155 @@
-//! The text analyzer shared by indexing and querying.
+//! The text analyzer shared by indexing and querying: the project's one analyzer
+//! ([`neuralcore_core::analysis`], also used by the memory search) as a tantivy
+//! tokenizer.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::Arc;
+use neuralcore_core::analysis::{Analyzer, Tokens};
+pub use neuralcore_core::analysis::{AnalyzerConfig, Stopwords};
+use tantivy::tokenizer::{TextAnalyzer, Token, TokenStream, Tokenizer};
 
-use serde::{Deserialize, Serialize};
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer, Token,
-    TokenFilter, TokenStream, Tokenizer,
-};
-
-/// Which stop words to drop.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Stopwords {
-    /// `"english"` (Lucene's 33-word English list) or `"none"`.
-    Named(String),
-    /// An explicit list.
-    List(Vec<String>),
-}
-
-/// Analyzer settings. Changing them re-indexes a collection on its next use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AnalyzerConfig {
-    /// Snowball stemmer language (`english`, `french`, `german`, ...) or `none`.
-    pub stemmer: String,
-    /// Stop words.
-    pub stopwords: Stopwords,
-    /// Drop tokens shorter than this many characters (1 keeps everything).
-    pub min_token_len: usize,
-    /// Index each chunk's body with its document title in front, so a chunk matches
-    /// on what its document is about (the title field is indexed as well).
-    pub title_in_body: bool,
-}
-
-impl Default for AnalyzerConfig {
-    fn default() -> Self {
-        AnalyzerConfig {
-            stemmer: "english".into(),
-            stopwords: Stopwords::Named("english".into()),
-            min_token_len: 1,
-            title_in_body: true,
-        }
-    }
-}
-
-fn language(name: &str) -> Result<Option<Language>, String> {
-    Ok(Some(match name.to_ascii_lowercase().as_str() {
-        "none" | "" => return Ok(None),
-        "english" | "en" => Language::English,
-        "french" | "fr" => Language::French,
-        "german" | "de" => Language::German,
-        "spanish" | "es" => Language::Spanish,
-        "italian" | "it" => Language::Italian,
-        "portuguese" | "pt" => Language::Portuguese,
-        "dutch" | "nl" => Language::Dutch,
-        "swedish" | "sv" => Language::Swedish,
-        "norwegian" | "no" => Language::Norwegian,
-        "danish" | "da" => Language::Danish,
-        "finnish" | "fi" => Language::Finnish,
-        "russian" | "ru" => Language::Russian,
-        other => {
-            return Err(format!(
-                "unknown language {other:?} for the stemmer or stop words"
-            ))
-        }
+/// The tantivy analyzer of `cfg` (an error names an unknown language).
+pub fn build(cfg: &AnalyzerConfig) -> Result<TextAnalyzer, String> {
+    Ok(TextAnalyzer::from(CoreTokenizer {
+        analyzer: Analyzer::new(cfg)?,
+        token: Token::default(),
     }))
 }
 
-impl AnalyzerConfig {
-    /// A short fingerprint: an index built with another fingerprint is rebuilt.
-    pub fn fingerprint(&self) -> String {
-        serde_json::to_string(self).expect("serializable")
-    }
-
-    /// Build the tantivy analyzer.
-    pub fn build(&self) -> Result<TextAnalyzer, String> {
-        let mut b = TextAnalyzer::builder(SimpleTokenizer::default())
-            .filter(RemoveLongFilter::limit(40))
-            .filter(LowerCaser)
-            .dynamic();
-        if self.min_token_len > 1 {
-            b = b.filter_dynamic(MinLen(self.min_token_len));
-        }
-        match &self.stopwords {
-            Stopwords::Named(n) => {
-                if let Some(lang) = language(n)? {
-                    let f = StopWordFilter::new(lang)
-                        .ok_or_else(|| format!("no stop word list for {n:?}"))?;
-                    b = b.filter_dynamic(f);
-                }
-            }
-            Stopwords::List(words) => {
-                b = b.filter_dynamic(StopWordFilter::remove(
-                    words.iter().map(|w| w.to_lowercase()),
-                ));
-            }
-        }
-        if let Some(lang) = language(&self.stemmer)? {
-            b = b.filter_dynamic(CachedStemmer::new(lang));
-        }
-        Ok(b.build())
-    }
-}
-
-/// rust-stemmers algorithm for a tantivy language.
-fn algorithm(lang: Language) -> rust_stemmers::Algorithm {
-    use rust_stemmers::Algorithm as A;
-    match lang {
-        Language::French => A::French,
-        Language::German => A::German,
-        Language::Spanish => A::Spanish,
-        Language::Italian => A::Italian,
-        Language::Portuguese => A::Portuguese,
-        Language::Dutch => A::Dutch,
-        Language::Swedish => A::Swedish,
-        Language::Norwegian => A::Norwegian,
-        Language::Danish => A::Danish,
-        Language::Finnish => A::Finnish,
-        Language::Russian => A::Russian,
-        _ => A::English,
-    }
-}
-
-/// Entries a thread's stem cache holds before it is cleared.
-const STEM_CACHE_MAX: usize = 200_000;
-
-thread_local! {
-    /// Stems already computed, per language: Snowball stemming dominates analysis time
-    /// and word frequencies are Zipfian, so most tokens hit the cache.
-    static STEMS: RefCell<HashMap<(u8, String), String>> = RefCell::new(HashMap::new());
-}
-
-/// A Snowball stemmer (the same algorithm as tantivy's `Stemmer`) with a per-thread cache.
+/// [`Analyzer`] as a tantivy tokenizer: its terms, offsets and positions.
 #[derive(Clone)]
-struct CachedStemmer {
-    lang: Language,
-    stemmer: Arc<rust_stemmers::Stemmer>,
+struct CoreTokenizer {
+    analyzer: Analyzer,
+    token: Token,
 }
 
-impl CachedStemmer {
-    fn new(lang: Language) -> Self {
-        CachedStemmer {
-            lang,
-            stemmer: Arc::new(rust_stemmers::Stemmer::create(algorithm(lang))),
+impl Tokenizer for CoreTokenizer {
+    type TokenStream<'a> = CoreTokenStream<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> CoreTokenStream<'a> {
+        self.token.reset();
+        CoreTokenStream {
+            tokens: self.analyzer.tokens(text),
+            token: &mut self.token,
         }
     }
 }
 
-impl TokenFilter for CachedStemmer {
-    type Tokenizer<T: Tokenizer> = CachedStemmerTokenizer<T>;
-    fn transform<T: Tokenizer>(self, tokenizer: T) -> CachedStemmerTokenizer<T> {
-        CachedStemmerTokenizer {
-            inner: tokenizer,
-            stem: self,
-            key: (0, String::new()),
-        }
-    }
+struct CoreTokenStream<'a> {
+    tokens: Tokens<'a>,
+    token: &'a mut Token,
 }
 
-#[derive(Clone)]
-struct CachedStemmerTokenizer<T> {
-    inner: T,
-    stem: CachedStemmer,
-    key: (u8, String),
-}
-
-impl<T: Tokenizer> Tokenizer for CachedStemmerTokenizer<T> {
-    type TokenStream<'a> = CachedStemmerStream<'a, T::TokenStream<'a>>;
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        CachedStemmerStream {
-            inner: self.inner.token_stream(text),
-            stem: &self.stem,
-            key: &mut self.key,
-        }
-    }
-}
-
-struct CachedStemmerStream<'a, S> {
-    inner: S,
-    stem: &'a CachedStemmer,
-    key: &'a mut (u8, String),
-}
-
-impl<S: TokenStream> TokenStream for CachedStemmerStream<'_, S> {
+impl TokenStream for CoreTokenStream<'_> {
     fn advance(&mut self) -> bool {
-        if !self.inner.advance() {
-            return false;
+        match self.tokens.next_into(&mut self.token.text) {
+            Some(span) => {
+                self.token.offset_from = span.from;
+                self.token.offset_to = span.to;
+                self.token.position = span.position;
+                true
+            }
+            None => false,
         }
-        let token = self.inner.token_mut();
-        self.key.0 = self.stem.lang as u8;
-        self.key.1.clear();
-        self.key.1.push_str(&token.text);
-        STEMS.with(|cache| {
-            let mut cache = cache.borrow_mut();
-            if let Some(stemmed) = cache.get(&*self.key) {
-                token.text.clear();
-                token.text.push_str(stemmed);
-                return;
-            }
-            let stemmed = self.stem.stemmer.stem(&token.text).into_owned();
-            if cache.len() >= STEM_CACHE_MAX {
-                cache.clear();
-            }
-            cache.insert(self.key.clone(), stemmed.clone());
-            token.text = stemmed;
-        });
-        true
     }
     fn token(&self) -> &Token {
-        self.inner.token()
+        self.token
     }
     fn token_mut(&mut self) -> &mut Token {
-        self.inner.token_mut()
-    }
-}
-
-/// Drops tokens shorter than N characters.
-#[derive(Clone)]
-struct MinLen(usize);
-
-impl tantivy::tokenizer::TokenFilter for MinLen {
-    type Tokenizer<T: tantivy::tokenizer::Tokenizer> = MinLenTokenizer<T>;
-    fn transform<T: tantivy::tokenizer::Tokenizer>(self, tokenizer: T) -> MinLenTokenizer<T> {
-        MinLenTokenizer {
-            inner: tokenizer,
-            min: self.0,
-        }
-    }
-}
-
-#[derive(Clone)]
-struct MinLenTokenizer<T> {
-    inner: T,
-    min: usize,
-}
-
-impl<T: tantivy::tokenizer::Tokenizer> tantivy::tokenizer::Tokenizer for MinLenTokenizer<T> {
-    type TokenStream<'a> = MinLenStream<T::TokenStream<'a>>;
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        MinLenStream {
-            inner: self.inner.token_stream(text),
-            min: self.min,
-        }
-    }
-}
-
-struct MinLenStream<S> {
-    inner: S,
-    min: usize,
-}
-
-impl<S: tantivy::tokenizer::TokenStream> tantivy::tokenizer::TokenStream for MinLenStream<S> {
-    fn advance(&mut self) -> bool {
-        while self.inner.advance() {
-            if self.inner.token().text.chars().count() >= self.min {
-                return true;
-            }
-        }
-        false
-    }
-    fn token(&self) -> &tantivy::tokenizer::Token {
-        self.inner.token()
-    }
-    fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
-        self.inner.token_mut()
+        self.token
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use neuralcore_core::analysis::Language;
+    use tantivy::tokenizer::{
+        Language as TantivyLanguage, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
+        StopWordFilter,
+    };
 
-    fn tokens(cfg: &AnalyzerConfig, text: &str) -> Vec<String> {
-        let mut a = cfg.build().unwrap();
+    fn tokens(mut a: TextAnalyzer, text: &str) -> Vec<(String, usize, usize, usize)> {
         let mut s = a.token_stream(text);
         let mut out = Vec::new();
         while s.advance() {
-            out.push(s.token().text.clone());
+            let t = s.token();
+            out.push((t.text.clone(), t.offset_from, t.offset_to, t.position));
         }
         out
     }
 
+    fn tantivy_language(lang: Language) -> TantivyLanguage {
+        match lang {
+            Language::English => TantivyLanguage::English,
+            Language::French => TantivyLanguage::French,
+            Language::German => TantivyLanguage::German,
+            Language::Spanish => TantivyLanguage::Spanish,
+            Language::Italian => TantivyLanguage::Italian,
+            Language::Portuguese => TantivyLanguage::Portuguese,
+            Language::Dutch => TantivyLanguage::Dutch,
+            Language::Swedish => TantivyLanguage::Swedish,
+            Language::Norwegian => TantivyLanguage::Norwegian,
+            Language::Danish => TantivyLanguage::Danish,
+            Language::Finnish => TantivyLanguage::Finnish,
+            Language::Russian => TantivyLanguage::Russian,
+        }
+    }
+
+    /// The analyzer gives exactly the terms, offsets and positions of the tantivy chain
+    /// the index used before it moved to `neuralcore_core` (`SimpleTokenizer`,
+    /// `RemoveLongFilter::limit(40)`, `LowerCaser`, `StopWordFilter`, `Stemmer`), for
+    /// every language's stemmer and stop words: indexes built before keep their terms.
     #[test]
-    fn cached_stemmer_agrees_with_tantivy_stemmer() {
-        use tantivy::tokenizer::Stemmer;
-        let text = "running runner runs ran easily fairly generously relational conditional \
-                    universities university organizations organization running runs";
-        for lang in ["english", "french", "german"] {
+    fn analyzer_agrees_with_the_tantivy_chain_in_every_language() {
+        let long = "Pneumonoultramicroscopicsilicovolcanoconiosis";
+        for lang in Language::ALL {
+            let name = format!("{lang:?}").to_lowercase();
+            let text = format!(
+                "The RUNNING runner ran easily; universities, organizations & Ünïcödé \
+                 ΣΟΦΟΣ {long} x-ray 3.14 {} {}",
+                lang.stop_words().join(" "),
+                lang.stop_words().join(", ").to_uppercase()
+            );
             let cfg = AnalyzerConfig {
-                stemmer: lang.into(),
-                stopwords: Stopwords::Named("none".into()),
+                stemmer: name.clone(),
+                stopwords: Stopwords::Named(name.clone()),
                 ..Default::default()
             };
-            let mut reference = TextAnalyzer::builder(SimpleTokenizer::default())
+            let t = tantivy_language(lang);
+            let reference = TextAnalyzer::builder(SimpleTokenizer::default())
                 .filter(RemoveLongFilter::limit(40))
                 .filter(LowerCaser)
-                .filter(Stemmer::new(language(lang).unwrap().unwrap()))
+                .filter(StopWordFilter::new(t).unwrap())
+                .filter(Stemmer::new(t))
                 .build();
-            let mut s = reference.token_stream(text);
-            let mut expect = Vec::new();
-            while s.advance() {
-                expect.push(s.token().text.clone());
-            }
-            // Twice: the second pass is served from the cache.
-            assert_eq!(tokens(&cfg, text), expect, "{lang}");
-            assert_eq!(tokens(&cfg, text), expect, "{lang} (cached)");
+            let want = tokens(reference, &text);
+            assert!(want.len() > 5, "{name}");
+            // Twice: the second pass is served from the stem cache.
+            assert_eq!(tokens(build(&cfg).unwrap(), &text), want, "{name}");
+            assert_eq!(tokens(build(&cfg).unwrap(), &text), want, "{name} (cached)");
         }
+        // No stemmer, an explicit stop list.
+        let cfg = AnalyzerConfig {
+            stemmer: "none".into(),
+            stopwords: Stopwords::List(vec!["Mice".into(), "the".into()]),
+            ..Default::default()
+        };
+        let reference = TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(40))
+            .filter(LowerCaser)
+            .filter(StopWordFilter::remove(["mice".into(), "the".into()]))
+            .build();
+        let text = "The running Mice are in a Cell";
+        assert_eq!(tokens(build(&cfg).unwrap(), text), tokens(reference, text));
     }
 
     #[test]
     fn english_default_stems_and_drops_stop_words() {
-        let t = tokens(&AnalyzerConfig::default(), "The running Mice are in a Cell");
+        let terms = |cfg: &AnalyzerConfig, text: &str| -> Vec<String> {
+            tokens(build(cfg).unwrap(), text)
+                .into_iter()
+                .map(|t| t.0)
+                .collect()
+        };
+        let t = terms(&AnalyzerConfig::default(), "The running Mice are in a Cell");
         assert_eq!(t, vec!["run", "mice", "cell"]);
         let none = AnalyzerConfig {
             stemmer: "none".into(),
@@ -320,14 +157,11 @@ mod tests {
             min_token_len: 2,
             title_in_body: true,
         };
-        assert_eq!(
-            tokens(&none, "The running Mice a b"),
-            vec!["the", "running"]
-        );
+        assert_eq!(terms(&none, "The running Mice a b"), vec!["the", "running"]);
         let bad = AnalyzerConfig {
             stemmer: "klingon".into(),
             ..Default::default()
         };
-        assert!(bad.build().err().unwrap().contains("klingon"));
+        assert!(build(&bad).err().unwrap().contains("klingon"));
     }
 }

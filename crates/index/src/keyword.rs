@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use neuralcore_core::bm25::{self, Bm25Params};
 use neuralcore_core::DocKey;
 use serde::{Deserialize, Serialize};
 use tantivy::schema::{
@@ -30,33 +31,6 @@ pub enum IndexError {
     /// File system failure.
     #[error("keyword index I/O error: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// BM25 parameters, applied at query time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Bm25Params {
-    /// Term-frequency saturation.
-    pub k1: f64,
-    /// Length normalization (0 = none, 1 = full).
-    pub b: f64,
-    /// Weight of title matches relative to body matches (0 ignores titles).
-    pub title_weight: f64,
-}
-
-/// Defaults chosen on the SciFact train split (`bench/tuning/`): the fastest setting
-/// within 0.002 nDCG@10 of the best one found. Scoring the separate title field
-/// (title_weight 0.2, k1 0.9, b 0.5) gained 0.0012 on train and cost 18% of query
-/// speed, so titles count through the body (`AnalyzerConfig::title_in_body`) and the
-/// title field is left unscored.
-impl Default for Bm25Params {
-    fn default() -> Self {
-        Bm25Params {
-            k1: 1.2,
-            b: 0.75,
-            title_weight: 0.0,
-        }
-    }
 }
 
 /// What the index needs of a chunk.
@@ -165,7 +139,7 @@ impl KeywordIndex {
     }
 
     fn from_index(index: Index, cfg: &AnalyzerConfig, fp: String) -> Result<Self, IndexError> {
-        let analyzer = cfg.build().map_err(IndexError::Config)?;
+        let analyzer = crate::analyzer::build(cfg).map_err(IndexError::Config)?;
         index.tokenizers().register(TOKENIZER, analyzer.clone());
         let reader = index
             .reader_builder()
@@ -268,7 +242,7 @@ impl KeywordIndex {
             .iter()
             .map(|t| {
                 let df = searcher.doc_freq(&Term::from_field_text(self.f_body, t))? as f32;
-                Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+                Ok(bm25::idf(n, df))
             })
             .collect()
     }
@@ -285,7 +259,7 @@ impl KeywordIndex {
         for (i, row) in table.iter_mut().enumerate() {
             let tf = (i + 1) as f32;
             for (slot, n) in row.iter_mut().zip(norm) {
-                *slot = tf / (tf + n);
+                *slot = bm25::saturation(tf, *n);
             }
         }
         let table = Arc::new(table);
@@ -372,11 +346,11 @@ impl KeywordIndex {
                 .map(|s| s.inverted_index(field))
                 .collect::<Result<_, _>>()?;
             let tokens: u64 = invs.iter().map(|i| i.total_num_tokens()).sum();
-            let avgdl = (tokens as f32 / total_docs.max(1) as f32).max(1e-6);
+            let avgdl = bm25::average_length(tokens as f64, total_docs);
             let mut norm = [0f32; 256];
             for (id, slot) in norm.iter_mut().enumerate() {
                 let dl = tantivy::fieldnorm::FieldNormReader::id_to_fieldnorm(id as u8) as f32;
-                *slot = k1 * (1.0 - b + b * dl / avgdl);
+                *slot = params.length_norm(dl, avgdl);
             }
             let tf_table = self.tf_table(k1, b, avgdl, &norm);
             let mut terms = Vec::new();
@@ -391,9 +365,9 @@ impl KeywordIndex {
                     continue;
                 }
                 let df = df as f32;
-                let idf = (1.0 + (n_docs - df + 0.5) / (df + 0.5)).ln();
+                let idf = bm25::idf(n_docs, df);
                 // Strictly positive, so a scored document never reads as unscored.
-                let w = (weight * qtf * idf * (k1 + 1.0)).max(f32::MIN_POSITIVE);
+                let w = (weight * params.term_weight(idf, *qtf)).max(f32::MIN_POSITIVE);
                 terms.push((w, infos));
             }
             plan.push(FieldPlan {
@@ -438,7 +412,7 @@ impl KeywordIndex {
                             let id = ids[d as usize] as usize;
                             let c = match fp.tf_table.get(tf as usize - 1) {
                                 Some(row) => w * row[id],
-                                None => w * tf as f32 / (tf as f32 + fp.norm[id]),
+                                None => w * bm25::saturation(tf as f32, fp.norm[id]),
                             };
                             let s = &mut scores[d as usize];
                             touched[n_touched] = d;

@@ -9,12 +9,16 @@
 //!
 //! `score(chunk) = Σ_t idf(t) · [bm25(tf_body) + title_weight · bm25(tf_title)]`
 //!
-//! with `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))` per field, as in Lucene.
+//! with `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))` per field, as in Lucene. The
+//! formula, its parameters ([`Bm25Params`]) and the analyzer ([`AnalyzerConfig`]) live in
+//! `neuralcore_core` (`bm25`, `analysis`), shared with the memory search.
 
 mod analyzer;
 mod keyword;
 mod vector;
 
 pub use analyzer::{AnalyzerConfig, Stopwords};
-pub use keyword::{Bm25Params, IndexChunk, IndexError, IndexSession, KeywordHit, KeywordIndex};
+pub use keyword::{IndexChunk, IndexError, IndexSession, KeywordHit, KeywordIndex};
+/// The BM25 parameters (one type for every keyword search, in `neuralcore_core`).
+pub use neuralcore_core::bm25::Bm25Params;
 pub use vector::{dot, normalize, HnswParams, VectorError, VectorHit, VectorIndex, VectorStats};

@@ -4,8 +4,9 @@
 //! The fused score alone misses what the neighbourhood of a memory says: a conversation
 //! turn whose neighbours in its session also match, a session that matches as a whole,
 //! a turn long enough to carry a fact. The model weighs these against the fused score
-//! and the rank. It is fitted by [`MemoryRanker::fit`] (Newton's method on the L2-penalised
-//! log loss, features standardised while fitting); [`MemoryRanker::BUILT_IN`] (searches with
+//! and the rank. It is fitted by [`MemoryRanker::fit`] (Newton's method on the
+//! L2-penalised log loss, features standardised while fitting: the project's one fitter,
+//! [`neuralcore_core::logistic`]); [`MemoryRanker::BUILT_IN`] (searches with
 //! a query vector) and [`MemoryRanker::BUILT_IN_KEYWORD`] (without one) were fitted on LoCoMo
 //! conversations 1–2 (`neuralcore eval locomo --fit 1-2`), never on the conversations
 //! they are reported on.
@@ -166,132 +167,30 @@ impl MemoryRanker {
 
     /// Fit to labelled candidates (`true`: the query's evidence), minimising the log
     /// loss plus `l2 / 2 × |w|²` over standardised features (the bias is not
-    /// penalised). `None` when there is nothing to learn from: no samples, or only one
-    /// label.
+    /// penalised), with the project's one fitter ([`neuralcore_core::logistic`]).
+    /// `None` when there is nothing to learn from: no samples, or only one label.
     pub fn fit(samples: &[(Features, bool)], l2: f64) -> Option<MemoryRanker> {
-        let n = samples.len();
-        let positives = samples.iter().filter(|s| s.1).count();
-        if n == 0 || positives == 0 || positives == n {
-            return None;
-        }
-        // Standardise: fitting is then well conditioned whatever the features' scales.
-        let mut mean = [0f64; FEATURES];
-        let mut scale = [0f64; FEATURES];
-        for (x, _) in samples {
-            for j in 0..FEATURES {
-                mean[j] += x[j] as f64 / n as f64;
-            }
-        }
-        for (x, _) in samples {
-            for j in 0..FEATURES {
-                scale[j] += (x[j] as f64 - mean[j]).powi(2) / n as f64;
-            }
-        }
-        for s in &mut scale {
-            *s = if *s > 1e-12 { s.sqrt() } else { 1.0 };
-        }
-        let z: Vec<([f64; FEATURES], f64)> = samples
-            .iter()
-            .map(|(x, y)| {
-                let mut v = [0f64; FEATURES];
-                for j in 0..FEATURES {
-                    v[j] = (x[j] as f64 - mean[j]) / scale[j];
-                }
-                (v, if *y { 1.0 } else { 0.0 })
-            })
-            .collect();
-        // Newton's method; parameter FEATURES is the bias.
-        const P: usize = FEATURES + 1;
-        let mut beta = [0f64; P];
-        for _ in 0..50 {
-            let mut grad = [0f64; P];
-            let mut hess = [[0f64; P]; P];
-            for (x, y) in &z {
-                let mut row = [1f64; P];
-                row[..FEATURES].copy_from_slice(x);
-                let eta: f64 = row.iter().zip(&beta).map(|(a, b)| a * b).sum();
-                let p = 1.0 / (1.0 + (-eta).exp());
-                let w = (p * (1.0 - p)).max(1e-12);
-                for a in 0..P {
-                    grad[a] += (p - y) * row[a];
-                    for b in 0..P {
-                        hess[a][b] += w * row[a] * row[b];
-                    }
-                }
-            }
-            for a in 0..FEATURES {
-                grad[a] += l2 * beta[a];
-                hess[a][a] += l2;
-            }
-            let step = solve(hess, grad)?;
-            let mut moved = 0f64;
-            for a in 0..P {
-                beta[a] -= step[a];
-                moved = moved.max(step[a].abs());
-            }
-            if moved < 1e-9 {
-                break;
-            }
-        }
-        // Back to the raw features' scale.
+        let opts = neuralcore_core::logistic::FitOptions {
+            l2,
+            balance_classes: false,
+            standardize: true,
+            max_iter: 100,
+        };
+        let m = neuralcore_core::logistic::fit(samples, &opts)?;
         let mut weights = [0f32; FEATURES];
-        let mut bias = beta[FEATURES];
-        for j in 0..FEATURES {
-            weights[j] = (beta[j] / scale[j]) as f32;
-            bias -= beta[j] * mean[j] / scale[j];
+        for (w, v) in weights.iter_mut().zip(&m.weights) {
+            *w = *v as f32;
         }
         Some(MemoryRanker {
             weights,
-            bias: bias as f32,
+            bias: m.bias as f32,
         })
     }
-}
-
-/// Solve `a x = b` by Gaussian elimination with partial pivoting (`None`: singular).
-fn solve<const P: usize>(mut a: [[f64; P]; P], mut b: [f64; P]) -> Option<[f64; P]> {
-    for col in 0..P {
-        let pivot = (col..P).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
-        if a[pivot][col].abs() < 1e-12 {
-            return None;
-        }
-        a.swap(col, pivot);
-        b.swap(col, pivot);
-        for row in col + 1..P {
-            let f = a[row][col] / a[col][col];
-            let pivot_row = a[col];
-            for (x, p) in a[row][col..].iter_mut().zip(&pivot_row[col..]) {
-                *x -= f * p;
-            }
-            b[row] -= f * b[col];
-        }
-    }
-    let mut x = [0f64; P];
-    for row in (0..P).rev() {
-        let s: f64 = (row + 1..P).map(|k| a[row][k] * x[k]).sum();
-        x[row] = (b[row] - s) / a[row][row];
-    }
-    Some(x)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn solve_recovers_a_known_solution() {
-        let a = [[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]];
-        let x = [1.0, -2.0, 0.5];
-        let b = [
-            2.0 * x[0] + x[1],
-            x[0] + 3.0 * x[1] + x[2],
-            x[1] + 4.0 * x[2],
-        ];
-        let got = solve(a, b).unwrap();
-        for (g, w) in got.iter().zip(x) {
-            assert!((g - w).abs() < 1e-9, "{got:?}");
-        }
-        assert!(solve([[1.0, 2.0], [2.0, 4.0]], [1.0, 2.0]).is_none());
-    }
 
     #[test]
     fn fit_learns_which_feature_predicts_the_label() {

@@ -11,10 +11,11 @@
 //! index in milliseconds.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
+use neuralcore_core::analysis::{Analyzer, AnalyzerConfig, Stopwords};
+use neuralcore_core::bm25::{self, Bm25Params};
 use neuralcore_core::{Embedder, TextKind};
-use rust_stemmers::{Algorithm, Stemmer};
 use serde::Serialize;
 
 use crate::error::{MemResult, MemoryError};
@@ -22,14 +23,6 @@ use crate::rerank::{Candidate, Features, MemoryRanker};
 use crate::store::{MemoryStore, NewMemory};
 use crate::trust;
 use crate::types::{Filter, Memory, RelKind, Status};
-
-/// Words left out of the memory index.
-const STOP: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
-    "to", "was", "will", "with", "what", "which", "who", "when", "where", "how", "did", "do",
-    "does", "i", "you", "me", "my", "your", "we", "our", "he", "she", "his", "her",
-];
 
 /// How to search.
 #[derive(Debug, Clone)]
@@ -128,16 +121,35 @@ pub struct MemorySearcher {
     index: RwLock<Index>,
 }
 
-/// Analyzed terms of a text: lower case, split on non-alphanumerics, stop words out,
-/// English stems.
+/// Stop words of the memory index: Lucene's English list (the documents' default)
+/// without `no` and `not`, plus question words, `do` and pronouns. Memories are
+/// conversation turns and the queries questions about them, where those words match
+/// everything: with Lucene's list alone, LoCoMo recall@10 on conversations 3–5 fell
+/// from 0.805 to 0.793 (BM25 alone 0.708 to 0.693).
+const MEMORY_STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+    "to", "was", "will", "with", "what", "which", "who", "when", "where", "how", "did", "do",
+    "does", "i", "you", "me", "my", "your", "we", "our", "he", "she", "his", "her",
+];
+
+/// The analyzer of memories and memory queries: the project's one analyzer
+/// ([`neuralcore_core::analysis`]: the same tokens, lower-casing and English stems as
+/// a document collection with the default `[analyzer]`) with [`MEMORY_STOP_WORDS`].
+fn analyzer() -> &'static Analyzer {
+    static ANALYZER: OnceLock<Analyzer> = OnceLock::new();
+    ANALYZER.get_or_init(|| {
+        Analyzer::new(&AnalyzerConfig {
+            stopwords: Stopwords::List(MEMORY_STOP_WORDS.iter().map(|w| w.to_string()).collect()),
+            ..AnalyzerConfig::default()
+        })
+        .expect("the default language is known")
+    })
+}
+
+/// Analyzed terms of a text (see [`analyzer`]).
 pub fn terms(text: &str) -> Vec<String> {
-    let stem = Stemmer::create(Algorithm::English);
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOP.contains(&w.as_str()))
-        .map(|w| stem.stem(&w).into_owned())
-        .collect()
+    analyzer().terms(text)
 }
 
 /// What is indexed of a memory: its text, with the speaker and date when known, and
@@ -264,25 +276,31 @@ impl Index {
             .collect()
     }
 
-    /// BM25 (k1 1.2, b 0.75) of every memory with a query term.
+    /// BM25 of every memory with a query term: the keyword index's formula and default
+    /// parameters ([`neuralcore_core::bm25`], [`Bm25Params::default`]), a query term
+    /// counted as often as it occurs.
     fn bm25(&self, query: &str) -> HashMap<usize, f32> {
+        let params = Bm25Params::default();
         let n = self.memories.len() as f32;
-        let avg = (self.total_len / self.memories.len().max(1) as f64) as f32;
-        let mut out: HashMap<usize, f32> = HashMap::new();
-        let mut seen = HashSet::new();
+        let avg = bm25::average_length(self.total_len, self.memories.len() as u64);
+        // Query terms with their counts, in order of first occurrence (a fixed order of
+        // summation, so equal queries score bit for bit the same).
+        let mut qterms: Vec<(String, f32)> = Vec::new();
         for t in terms(query) {
-            if !seen.insert(t.clone()) {
-                continue;
+            match qterms.iter_mut().find(|(q, _)| *q == t) {
+                Some(e) => e.1 += 1.0,
+                None => qterms.push((t, 1.0)),
             }
+        }
+        let mut out: HashMap<usize, f32> = HashMap::new();
+        for (t, qtf) in qterms {
             let Some(p) = self.postings.get(&t) else {
                 continue;
             };
-            let df = p.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = bm25::idf(n, p.len() as f32);
             for &(i, tf) in p {
                 let dl = self.lens[i as usize];
-                let s = idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avg.max(1.0)));
-                *out.entry(i as usize).or_default() += s;
+                *out.entry(i as usize).or_default() += params.score(idf, qtf, tf, dl, avg);
             }
         }
         out
@@ -830,6 +848,56 @@ mod tests {
         };
         let hits = s.search(query, &opts, 0).unwrap();
         hits.into_iter().map(|h| h.memory.id).collect()
+    }
+
+    /// Memory terms are the shared analyzer's (tokens, lower-casing, stems), with the
+    /// memory stop words instead of Lucene's.
+    #[test]
+    fn terms_are_the_shared_analyzer_with_the_memory_stop_words() {
+        let english = Analyzer::english();
+        let plain = "Caroline's RUNNING club met twice; universities, 3.14 x-ray";
+        assert_eq!(terms(plain), english.terms(plain));
+        assert_eq!(terms("When did she go?"), vec!["go"]);
+        assert_eq!(
+            english.terms("When did she go?"),
+            vec!["when", "did", "she", "go"]
+        );
+        assert_eq!(terms("not the cat"), vec!["not", "cat"]);
+        assert_eq!(english.terms("not the cat"), vec!["cat"]);
+    }
+
+    /// Memory BM25 is the shared formula with the default parameters, a repeated query
+    /// term counting twice.
+    #[test]
+    fn bm25_is_the_shared_formula_with_default_parameters() {
+        let s = searcher();
+        let texts = [
+            "tides follow the moon",
+            "the moon and the moon again, tides",
+            "bread rises",
+        ];
+        let ids: Vec<String> = texts.iter().map(|t| said(&s, None, t)).collect();
+        s.ensure().unwrap();
+        let idx = s.index.read().unwrap();
+        let pos = |id: &str| idx.memories.iter().position(|m| m.id == id).unwrap();
+        let got = idx.bm25("moon tides moon");
+        let p = Bm25Params::default();
+        let lens: Vec<f32> = texts.iter().map(|t| terms(t).len() as f32).collect();
+        let avg = lens.iter().sum::<f32>() / 3.0;
+        // "moon" and "tides" are each in two of the three memories.
+        let idf = bm25::idf(3.0, 2.0);
+        let want = |i: usize, tf_moon: f32, tf_tides: f32| {
+            p.score(idf, 2.0, tf_moon, lens[i], avg) + p.score(idf, 1.0, tf_tides, lens[i], avg)
+        };
+        for (i, (m, t)) in [(1.0, 1.0), (2.0, 1.0)].into_iter().enumerate() {
+            let g = got[&pos(&ids[i])];
+            assert!(
+                (g - want(i, m, t)).abs() < 1e-5,
+                "{i}: {g} vs {}",
+                want(i, m, t)
+            );
+        }
+        assert!(!got.contains_key(&pos(&ids[2])));
     }
 
     #[test]

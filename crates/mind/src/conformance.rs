@@ -74,7 +74,7 @@ pub fn values_roundtrip(f: &mut Factory<'_>) {
         assert_eq!(&e.value, v, "{key}");
         assert_eq!(e.writer, "w \u{e9}");
     }
-    assert_eq!(g.read_pattern("v.").unwrap().len(), values.len());
+    assert_eq!(g.read_pattern("v.*").unwrap().len(), values.len());
 }
 
 /// Illegal keys, names, run ids and patterns are typed errors and change nothing.
@@ -121,7 +121,11 @@ pub fn bad_input(f: &mut Factory<'_>) {
         g.write("a.b", json!(1), &writer, None),
         Err(MindError::InvalidKey { .. })
     ));
-    assert!(g.list_keys("").unwrap().is_empty());
+    assert!(matches!(
+        g.list_keys(""),
+        Err(MindError::InvalidPattern { .. })
+    ));
+    assert!(g.list_keys("*").unwrap().is_empty());
 }
 
 /// Values over the size limit are refused whole, in writes, cas and batches.
@@ -153,7 +157,7 @@ pub fn too_large(f: &mut Factory<'_>) {
         g.write_batch(&batch, "w", None),
         Err(MindError::TooLarge { .. })
     ));
-    assert_eq!(g.list_keys("big.").unwrap(), vec!["big.ok"]);
+    assert_eq!(g.list_keys("big.*").unwrap(), vec!["big.ok"]);
     assert_eq!(g.read("big.ok").unwrap().unwrap().version, 1);
 }
 
@@ -196,11 +200,11 @@ pub fn delete(f: &mut Factory<'_>) {
     assert!(g.delete("d.k").unwrap());
     assert!(!g.delete("d.k").unwrap());
     assert_eq!(g.read("d.k").unwrap(), None);
-    assert_eq!(g.list_keys("d.").unwrap(), vec!["d.other"]);
+    assert_eq!(g.list_keys("d.*").unwrap(), vec!["d.other"]);
     assert_eq!(g.write("d.k", json!(3), "w", None).unwrap().version, 1);
 }
 
-/// Prefixes, globs and names across namespaces, always sorted.
+/// Globs, exact keys and names across namespaces, always sorted.
 pub fn patterns_and_names(f: &mut Factory<'_>) {
     let g = fresh(f).global();
     for k in [
@@ -218,10 +222,13 @@ pub fn patterns_and_names(f: &mut Factory<'_>) {
         g.list_keys("retrieval.*").unwrap(),
         vec!["retrieval.chunks", "retrieval.query"]
     );
+    // Without `*`, a pattern is one exact key: never a prefix.
+    assert!(g.list_keys("retrieval").unwrap().is_empty());
     assert_eq!(
-        g.list_keys("retrieval").unwrap(),
-        vec!["retrieval.chunks", "retrieval.query", "retrievalx.chunks"]
+        g.list_keys("retrieval.query").unwrap(),
+        vec!["retrieval.query"]
     );
+    assert_eq!(g.list_keys("bm25.chunks").unwrap(), vec!["bm25.chunks"]);
     assert_eq!(
         g.list_keys("*.chunks").unwrap(),
         vec![
@@ -236,7 +243,6 @@ pub fn patterns_and_names(f: &mut Factory<'_>) {
         g.list_keys("b*s").unwrap(),
         vec!["bm25.chunks", "bm25.stats.chunks"]
     );
-    assert_eq!(g.list_keys("").unwrap().len(), 7);
     assert_eq!(g.list_keys("*").unwrap().len(), 7);
     assert!(g.list_keys("zzz").unwrap().is_empty());
     let names: Vec<String> = g
@@ -293,14 +299,14 @@ pub fn run_scopes(f: &mut Factory<'_>) {
     assert_eq!(g.read("bm25.chunks").unwrap(), None);
 
     assert_eq!(
-        r1.list_keys("").unwrap(),
+        r1.list_keys("*").unwrap(),
         vec!["bm25.chunks", "q.text", "shared.chunks"]
     );
     assert_eq!(
         r2.list_keys("*.chunks").unwrap(),
         vec!["shared.chunks", "vector.chunks"]
     );
-    assert_eq!(g.list_keys("").unwrap(), vec!["q.text", "shared.chunks"]);
+    assert_eq!(g.list_keys("*").unwrap(), vec!["q.text", "shared.chunks"]);
     let r1_chunks: Vec<(String, Value)> = r1
         .read_name("chunks")
         .unwrap()
@@ -384,8 +390,8 @@ pub fn drop_run(f: &mut Factory<'_>) {
     }
     b.write("x.k0", json!("b"), "w", None).unwrap();
     assert_eq!(m.drop_run("a").unwrap(), 5);
-    assert_eq!(a.list_keys("").unwrap(), vec!["g.k"]);
-    assert_eq!(b.list_keys("").unwrap(), vec!["g.k", "x.k0"]);
+    assert_eq!(a.list_keys("*").unwrap(), vec!["g.k"]);
+    assert_eq!(b.list_keys("*").unwrap(), vec!["g.k", "x.k0"]);
     assert_eq!(m.drop_run("a").unwrap(), 0);
     assert_eq!(m.drop_run("never").unwrap(), 0);
     // The run can be used again afterwards.
@@ -405,10 +411,10 @@ pub fn ttl(f: &mut Factory<'_>) {
     g.write("t2.chunks", json!(3), "w", Some(Duration::from_millis(150)))
         .unwrap();
     assert_eq!(g.read("t.short").unwrap().unwrap().ttl_ms, Some(150));
-    assert_eq!(g.list_keys("").unwrap().len(), 3);
+    assert_eq!(g.list_keys("*").unwrap().len(), 3);
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(g.read("t.short").unwrap(), None);
-    assert_eq!(g.list_keys("").unwrap(), vec!["t.keep"]);
+    assert_eq!(g.list_keys("*").unwrap(), vec!["t.keep"]);
     assert!(g.read_name("chunks").unwrap().is_empty());
     assert!(!g.delete("t.short").unwrap());
     // An expired key counts as absent for versions and cas.
@@ -420,7 +426,7 @@ pub fn ttl(f: &mut Factory<'_>) {
     std::thread::sleep(Duration::from_millis(250));
     assert_eq!(g.read("t.keep").unwrap().unwrap().value, json!(4));
     m.purge_expired().unwrap();
-    assert_eq!(g.list_keys("").unwrap(), vec!["t.keep", "t.short"]);
+    assert_eq!(g.list_keys("*").unwrap(), vec!["t.keep", "t.short"]);
 }
 
 /// A run TTL caps every entry a run writes; global entries are untouched.
@@ -441,9 +447,9 @@ pub fn run_ttl(f: &mut Factory<'_>) {
         .write("r.k3", json!(1), "w", Some(Duration::from_millis(50)))
         .unwrap();
     assert_eq!(e.ttl_ms, Some(50));
-    assert_eq!(r.list_keys("").unwrap().len(), 4);
+    assert_eq!(r.list_keys("*").unwrap().len(), 4);
     std::thread::sleep(Duration::from_millis(400));
-    assert_eq!(r.list_keys("").unwrap(), vec!["g.k"]);
+    assert_eq!(r.list_keys("*").unwrap(), vec!["g.k"]);
     assert_eq!(m.global().read("g.k").unwrap().unwrap().ttl_ms, None);
     assert_eq!(m.drop_run("short-lived").unwrap(), 0);
 }

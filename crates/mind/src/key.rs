@@ -5,8 +5,11 @@
 //!   and `tool.stats.latency` are keys, `a..b`, `a.` and `Ns.x` are not); at most
 //!   [`MAX_KEY_BYTES`] bytes in all.
 //! - A run id (and a Redis tenant) is 1–64 characters of `[A-Za-z0-9_-]`.
-//! - A pattern is a prefix (`retrieval.` or `retrieval`) or a glob in which `*` matches
-//!   any run of characters, dots included (`retrieval.*`, `*.chunks`, `*`).
+//! - A pattern is a glob: `*` matches any run of characters, dots included, and every
+//!   other character matches itself (`retrieval.*`, `*.chunks`, `*`). A pattern without
+//!   `*` matches only that exact key (`input.query`; `retrieval` matches nothing, since
+//!   it is no key). [`glob_match`] is the one matcher: the Mind's `list_keys` and the
+//!   agents' tool registry (a tool's `reads` and `writes`) both use it.
 
 use crate::error::{MindError, MindResult};
 
@@ -92,15 +95,15 @@ pub fn validate_id(id: &str, what: &str) -> MindResult<()> {
     Ok(())
 }
 
-/// A checked `list_keys` pattern.
+/// A checked `list_keys` pattern (see [`glob_match`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
     text: String,
-    glob: bool,
 }
 
 impl Pattern {
-    /// Parses a prefix or glob; `""` and `"*"` match every key.
+    /// Parses a glob; `"*"` matches every key. The empty pattern is refused (it would
+    /// match no key: `*` is every key).
     pub fn parse(pattern: &str) -> MindResult<Pattern> {
         let bad = |reason: String| MindError::InvalidPattern {
             pattern: pattern.chars().take(80).collect(),
@@ -108,6 +111,11 @@ impl Pattern {
         };
         if pattern.len() > MAX_KEY_BYTES {
             return Err(bad(format!("longer than {MAX_KEY_BYTES} bytes")));
+        }
+        if pattern.is_empty() {
+            return Err(bad(
+                "an empty pattern matches no key (`*` matches every key)".into(),
+            ));
         }
         if let Some(c) = pattern
             .bytes()
@@ -120,7 +128,6 @@ impl Pattern {
         }
         Ok(Pattern {
             text: pattern.to_string(),
-            glob: pattern.contains('*'),
         })
     }
 
@@ -134,15 +141,19 @@ impl Pattern {
 
     /// Whether `key` matches.
     pub fn matches(&self, key: &str) -> bool {
-        if !self.glob {
-            return key.starts_with(&self.text);
-        }
-        glob_match(self.text.as_bytes(), key.as_bytes())
+        glob_match(&self.text, key)
     }
 }
 
-/// `*`-only glob matching, linear with backtracking to the last star.
-fn glob_match(p: &[u8], s: &[u8]) -> bool {
+/// Whether `key` matches `pattern`, where `*` matches any run of characters (dots
+/// included, possibly none) and every other character matches only itself: a pattern
+/// without `*` matches only that exact key. `*.chunks` matches `bm25.chunks` and
+/// `a.b.chunks` but not `bm25.chunks2`; `loop.*` matches `loop.iteration`; `input.query`
+/// matches `input.query` only, not `input.queryx`.
+///
+/// Linear in practice: on a mismatch it backtracks only to the last `*`.
+pub fn glob_match(pattern: &str, key: &str) -> bool {
+    let (p, s) = (pattern.as_bytes(), key.as_bytes());
     let (mut pi, mut si) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
@@ -201,10 +212,67 @@ mod tests {
         assert!(p("*.chunks").matches("bm25.chunks"));
         assert!(p("*.chunks").matches("a.b.chunks"));
         assert!(!p("*.chunks").matches("bm25.chunks2"));
-        assert!(p("retrieval").matches("retrieval.q"));
-        assert!(p("").matches("a.b") && p("*").matches("a.b"));
+        assert!(p("*").matches("a.b"));
         assert!(p("a*c*e").matches("a.bcde") && !p("a*c*e").matches("a.bcd"));
         assert_eq!(p("ret*.x").prefix(), "ret");
         assert!(Pattern::parse("a?").is_err() && Pattern::parse("A*").is_err());
+    }
+
+    /// The cases where the Mind's patterns (a prefix without `*`) and the tool
+    /// registry's (exact) used to disagree: a pattern without `*` is the exact key.
+    #[test]
+    fn pattern_without_star_is_an_exact_key() {
+        let p = |s: &str| Pattern::parse(s).unwrap();
+        assert!(p("input.query").matches("input.query"));
+        assert!(!p("input.query").matches("input.queryx"));
+        assert!(!p("input.query").matches("input.query.text"));
+        assert!(!p("retrieval").matches("retrieval.q"));
+        assert!(!p("retrieval.").matches("retrieval.q"));
+        assert!(p("retrieval.*").matches("retrieval.q"));
+        // The scan prefix is the whole key: every match starts with it.
+        assert_eq!(p("input.query").prefix(), "input.query");
+        assert!(matches!(
+            Pattern::parse(""),
+            Err(MindError::InvalidPattern { .. })
+        ));
+        assert!(!glob_match("", "a.b") && glob_match("", ""));
+    }
+
+    #[test]
+    fn glob_match_stars() {
+        // Tool specs' `reads` and `writes`.
+        assert!(glob_match("*.strips", "memory.strips"));
+        assert!(!glob_match("*.strips", "memory.strips.meta"));
+        assert!(glob_match("loop.*", "loop.iteration"));
+        assert!(!glob_match("loop.*", "loops.iteration"));
+        assert!(glob_match("*.chunks", "a.b.chunks"));
+        // `*` may match nothing, and several stars backtrack.
+        assert!(glob_match("a.*b", "a.b") && glob_match("**", ""));
+        assert!(glob_match("a*c*e", "abcde") && !glob_match("a*c*e", "abde"));
+        assert!(glob_match("*a*a*a", "aaaa") && !glob_match("*a*a*a", "aab"));
+        assert!(glob_match("ab*ba", "abba") && !glob_match("ab*ba", "aba"));
+        // Any characters, byte-exact.
+        assert!(glob_match("é*ü", "éxyü") && !glob_match("é*ü", "exyü"));
+    }
+
+    proptest::proptest! {
+        /// `glob_match` agrees with a plain recursive matcher.
+        #[test]
+        fn glob_match_is_the_reference(
+            pattern in "[ab.*]{0,8}",
+            key in "[ab.]{0,10}",
+        ) {
+            fn reference(p: &[u8], s: &[u8]) -> bool {
+                match p.split_first() {
+                    None => s.is_empty(),
+                    Some((b'*', rest)) => (0..=s.len()).any(|i| reference(rest, &s[i..])),
+                    Some((c, rest)) => s.first() == Some(c) && reference(rest, &s[1..]),
+                }
+            }
+            proptest::prop_assert_eq!(
+                glob_match(&pattern, &key),
+                reference(pattern.as_bytes(), key.as_bytes())
+            );
+        }
     }
 }

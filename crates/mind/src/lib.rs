@@ -75,7 +75,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use error::{MindError, MindResult};
-pub use key::{validate_key, Pattern, MAX_KEY_BYTES};
+pub use key::{glob_match, validate_key, Pattern, MAX_KEY_BYTES};
 pub use notify::{Change, ChangeKind, Watch};
 pub use raw::Layer;
 #[cfg(feature = "redis")]
@@ -467,7 +467,8 @@ impl Scope {
             })
     }
 
-    /// Every live entry matching a prefix or `*` glob, sorted by key.
+    /// Every live entry matching a `*` glob (a pattern without `*` is one exact key; see
+    /// [`glob_match`]), sorted by key.
     pub fn read_pattern(&self, pattern: &str) -> MindResult<Vec<Entry>> {
         let p = Pattern::parse(pattern)?;
         self.merged(|layer, now| {
@@ -482,8 +483,8 @@ impl Scope {
         })
     }
 
-    /// Live keys matching a prefix (`retrieval.`) or `*` glob (`retrieval.*`,
-    /// `*.chunks`), sorted.
+    /// Live keys matching a `*` glob (`retrieval.*`, `*.chunks`, `*` for all; a pattern
+    /// without `*` is one exact key; see [`glob_match`]), sorted.
     pub fn list_keys(&self, pattern: &str) -> MindResult<Vec<String>> {
         let p = Pattern::parse(pattern)?;
         let now = now_ms();

@@ -102,10 +102,10 @@ fn redb_persists_and_refuses_a_second_opener() {
     let e = m.global().read("p.k").unwrap().unwrap();
     assert_eq!((e.value, e.version), (json!({"a": 2}), 2));
     assert_eq!(
-        m.run("r").unwrap().list_keys("p.").unwrap(),
+        m.run("r").unwrap().list_keys("p.*").unwrap(),
         vec!["p.k", "p.r"]
     );
-    assert_eq!(m.global().list_keys("").unwrap(), vec!["p.k"]);
+    assert_eq!(m.global().list_keys("*").unwrap(), vec!["p.k"]);
     // Expired entries were dropped at open.
     assert_eq!(m.purge_expired().unwrap(), 0);
 }
@@ -252,7 +252,7 @@ fn redis_tenants_and_prefixes_are_isolated() {
     a.global().write("t.k", json!("a"), "w", None).unwrap();
     assert_eq!(b.global().read("t.k").unwrap(), None);
     assert_eq!(c.global().read("t.k").unwrap(), None);
-    assert!(b.global().list_keys("").unwrap().is_empty());
+    assert!(b.global().list_keys("*").unwrap().is_empty());
 }
 
 #[test]
@@ -283,7 +283,7 @@ mod model {
     use serde_json::json;
 
     const KEYS: [&str; 5] = ["a.x", "a.y", "b.x", "b.y.z", "c.x"];
-    const PATTERNS: [&str; 6] = ["", "a.", "*.x", "a*", "*y*", "b.y"];
+    const PATTERNS: [&str; 7] = ["*", "a.*", "*.x", "a*", "*y*", "b.y", "a.x"];
     const NAMES: [&str; 3] = ["x", "y", "y.z"];
     const RUNS: [&str; 2] = ["ra", "rb"];
 
@@ -413,7 +413,7 @@ mod model {
         // Final state: every scope shows exactly the model.
         for (s, scope) in scopes.iter().enumerate() {
             let want: Vec<String> = m.keys(s).into_iter().collect();
-            assert_eq!(scope.list_keys("").unwrap(), want);
+            assert_eq!(scope.list_keys("*").unwrap(), want);
         }
     }
 
