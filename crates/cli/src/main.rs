@@ -390,16 +390,37 @@ enum EvalCommand {
         #[arg(long)]
         fit: Option<String>,
     },
-    /// Evaluate answers: SQuAD 2.0 or HotpotQA (a file, or a folder holding one).
+    /// Evaluate answers: SQuAD 2.0 or HotpotQA (a file, or a folder holding one), or a
+    /// set derived from SQuAD 2.0 (--derive).
     ///
     /// The passages are ingested as a collection (qa-<set>), every question is asked
     /// with the control loop (no LLM unless [llm] is set), and the answers are scored:
     /// accuracy (the gold answer contained in the answer, normalized as the official
     /// SQuAD script does), abstention precision and recall on unanswerable questions,
-    /// citation precision, supporting-paragraph recall, iterations and latency p50/p95.
-    /// Every ablation given runs side by side.
+    /// citation precision, supporting-paragraph recall, iterations and latency p50/p95,
+    /// and fragments (answer sentences, citation markers removed, that are cut from a
+    /// sentence or have no finite verb). Every ablation given runs side by side.
+    ///
+    /// Derived sets (SQuAD 2.0 JSON, readable by older builds too): `--derive conflicts`
+    /// keeps each chosen question's paragraph and adds a copy, titled "<title> (another
+    /// account)", with every gold answer swapped for another question's answer of the
+    /// same type (year, date, number, name); `conflicts-2v1` adds an excerpt of the
+    /// paragraph as a second true source; `aspects` joins two questions of different
+    /// articles into one. On a conflict set the scorer reports conflict surfaced (the
+    /// answer states the true and the false value), misled (the false one only), true
+    /// value only, neither, abstained, and how often the engine reported a conflict; on
+    /// a multi-aspect set: all aspects answered, some only, none, blanket abstention.
+    ///
+    /// `--score PER_QUESTION.jsonl` scores a per-question file (of this build or an older
+    /// one) against the set without running the engine.
+    ///
+    ///   neuralcore eval qa ../shared/data/squad2 --articles 1-8 --derive conflicts --out /tmp/sets/conflicts.json
+    ///   neuralcore eval qa /tmp/sets/conflicts.json --per-question /tmp/run.jsonl
+    ///   neuralcore eval qa /tmp/sets/conflicts.json --score /tmp/run.jsonl
+    #[command(verbatim_doc_comment)]
     Qa {
-        /// The data set (../shared/data/squad2 or ../shared/data/hotpotqa).
+        /// The data set (../shared/data/squad2 or ../shared/data/hotpotqa, or a derived
+        /// set's file).
         path: PathBuf,
         /// SQuAD 2.0: the articles to use, e.g. 1-8 (default: all).
         #[arg(long)]
@@ -411,9 +432,28 @@ enum EvalCommand {
         /// no-refine, no-reflect, no-retrieval, max-iterations=N (join with + to combine).
         #[arg(long, value_delimiter = ',', default_value = "full")]
         ablation: Vec<String>,
-        /// Write one JSON line per question and configuration to this file.
+        /// Write one JSON line per question and configuration to this file (with the
+        /// answer's fragments, its conflict outcome and the aspects it answers).
         #[arg(long)]
         per_question: Option<PathBuf>,
+        /// Score this per-question file against the set instead of running the engine
+        /// (one column per configuration in it; lines of older builds work too). With
+        /// --per-question, its lines are written there again with this build's labels.
+        #[arg(long, value_name = "PER_QUESTION.jsonl", conflicts_with = "derive")]
+        score: Option<PathBuf>,
+        /// Write a set derived from the SQuAD 2.0 data to --out instead of evaluating:
+        /// conflicts (1 true source vs 1 false), conflicts-2v1 (2 vs 1), aspects.
+        #[arg(long, value_name = "KIND", requires = "out")]
+        derive: Option<qa::DeriveKind>,
+        /// The file --derive writes.
+        #[arg(long, value_name = "FILE", requires = "derive")]
+        out: Option<PathBuf>,
+        /// --derive: questions to derive (default 150 for conflicts, 100 for aspects).
+        #[arg(long, value_name = "N", requires = "derive")]
+        questions: Option<usize>,
+        /// --derive: the seed of the deterministic draw.
+        #[arg(long, default_value_t = 15)]
+        seed: u64,
     },
 }
 
@@ -491,7 +531,8 @@ enum MindCommand {
         /// The run (default: the global scope).
         #[arg(long = "run")]
         run_id: Option<String>,
-        /// Only keys matching this pattern (`*.chunks`, `keyword.*`).
+        /// Only keys matching this pattern (`*.chunks`, `keyword.*`; without `*`, one
+        /// exact key).
         #[arg(long, default_value = "*")]
         pattern: String,
         /// Print each value too (first 300 characters).
@@ -856,8 +897,40 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     limit,
                     ablation,
                     per_question,
+                    score,
+                    derive,
+                    out,
+                    questions,
+                    seed,
                 },
         } => {
+            if let (Some(kind), Some(out)) = (derive, out.as_deref()) {
+                qa::derive_set(
+                    g.json,
+                    g.quiet,
+                    qa::DeriveArgs {
+                        path: &path,
+                        articles: articles.as_deref(),
+                        kind,
+                        out,
+                        questions,
+                        seed,
+                    },
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(file) = score {
+                qa::score_file(
+                    g.json,
+                    g.quiet,
+                    &path,
+                    articles.as_deref(),
+                    limit,
+                    &file,
+                    per_question.as_deref(),
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
             // Runs are scratch: keep them in memory, whatever the configured backend.
             let app = neuralcore_app::App::open(
                 &g.data_dir,

@@ -1,7 +1,7 @@
 //! Retrieval and question-answering evaluation for neuralcore.
 //!
 //! This crate is a pure library: it does no store access and contains no CLI code.
-//! It provides four things:
+//! It provides five things:
 //!
 //! * [`beir`]: loading of a dataset in the [BEIR](https://github.com/beir-cellar/beir)
 //!   folder layout (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`). The corpus is
@@ -13,7 +13,11 @@
 //! * [`qa`]: question answering: SQuAD 2.0 and HotpotQA loaded into one model
 //!   ([`QaSet`]), written as a BEIR-style corpus for ingestion ([`write_corpus_jsonl`]),
 //!   and answer / abstention / citation / evidence metrics over the engine's outcomes
-//!   ([`score`] → [`QaReport`], [`render_side_by_side`]).
+//!   ([`score`] → [`QaReport`], [`render_side_by_side`]), including the conflict,
+//!   multi-aspect and fragment metrics, also from `--per-question` lines ([`QaLine`],
+//!   [`score_lines`]).
+//! * [`derive`]: SQuAD-format sets derived from SQuAD 2.0 that show reasoning failures:
+//!   conflict sets ([`derive_conflicts`]) and multi-aspect sets ([`derive_aspects`]).
 //! * [`locomo`]: long-conversation memory: the LoCoMo conversations loaded as dialogue
 //!   [`Turn`]s and [`MemQuestion`]s with evidence turn ids ([`load_locomo`] →
 //!   [`LocomoSet`]), and evidence recall of memory retrieval per question category
@@ -45,6 +49,7 @@
 #![warn(missing_docs)]
 
 pub mod beir;
+pub mod derive;
 pub mod error;
 mod json;
 pub mod locomo;
@@ -52,6 +57,10 @@ pub mod metrics;
 pub mod qa;
 
 pub use beir::{available_splits, BeirDataset, Qrels, Query};
+pub use derive::{
+    answer_type, derive_aspects, derive_conflicts, join_questions, replace_answer, AnswerType,
+    DeriveOptions, DerivedSet,
+};
 pub use error::EvalError;
 pub use locomo::{
     category_name, evidence_recall, load_locomo, render_memory_side_by_side,
@@ -63,7 +72,9 @@ pub use metrics::{
     side_by_side, QueryMetrics, Summary,
 };
 pub use qa::{
-    answer_contains, citation_correct, load_hotpotqa, load_qa, load_qa_limited, load_squad2,
-    normalize_answer, qa_file, render_side_by_side, score, split_sentences, write_corpus_jsonl,
-    Citation, QaOutcome, QaPassage, QaQuestion, QaReport, QaSet, Support, KNOWN_QA_FILES,
+    answer_contains, answer_fragments, answer_sentences, aspects_answered, citation_correct,
+    conflict_outcome, load_hotpotqa, load_qa, load_qa_limited, load_squad2, normalize_answer,
+    qa_file, read_qa_lines, render_side_by_side, score, score_lines, split_sentences,
+    strip_citation_markers, write_corpus_jsonl, Aspect, Citation, ConflictOutcome, EngineAspect,
+    QaLine, QaOutcome, QaPassage, QaQuestion, QaReport, QaSet, Support, KNOWN_QA_FILES,
 };

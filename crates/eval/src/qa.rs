@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use neuralcore_core::sentence::{is_fragment, sentence_spans, Lines};
+
 use crate::error::EvalError;
 use crate::json::{join, json_kind, read_json, sample, Doc};
 use crate::metrics::{mean, percentile_nearest_rank};
@@ -41,8 +43,8 @@ pub struct QaPassage {
     pub text: String,
     /// Character spans of the sentences of `text`, in order. They are contiguous and cover
     /// the whole text; whitespace between two sentences belongs to the second one (as in
-    /// HotpotQA). HotpotQA gives them; for SQuAD a simple rule-based splitter computes
-    /// them. An empty HotpotQA sentence has an empty span.
+    /// HotpotQA). HotpotQA gives them; for SQuAD the project's sentence splitter computes
+    /// them ([`split_sentences`]). An empty HotpotQA sentence has an empty span.
     pub sentences: Vec<(usize, usize)>,
 }
 
@@ -56,8 +58,19 @@ pub struct Support {
     pub span: (usize, usize),
 }
 
+/// One aspect of a question about several things ([`QaQuestion::aspects`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Aspect {
+    /// The aspect as a question of its own.
+    pub question: String,
+    /// Its distinct gold answer texts.
+    pub answers: Vec<String>,
+    /// The passage that answers it, when the set names one that is loaded.
+    pub passage: Option<String>,
+}
+
 /// A question with its gold data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct QaQuestion {
     /// The dataset's question id (HotpotQA without `_id`: `hotpotqa:<position in file>`).
     pub id: String,
@@ -70,11 +83,24 @@ pub struct QaQuestion {
     /// The supporting sentences. SQuAD: the sentence(s) overlapping each gold answer;
     /// HotpotQA: the `supporting_facts`. Empty for unanswerable questions.
     pub supporting: Vec<Support>,
-    /// Ids of the passages the question belongs to: its SQuAD paragraph, or its HotpotQA
+    /// Ids of the passages the question belongs to: its SQuAD paragraph (then, in derived
+    /// sets, the further true sources and the passages of its aspects), or its HotpotQA
     /// context paragraphs (usually 10) in dataset order.
     pub passages: Vec<String>,
     /// HotpotQA `type` (`bridge` / `comparison`); SQuAD `answerable` / `unanswerable`.
     pub kind: String,
+    /// Conflict sets ([`crate::derive`]): the false values planted in copies of the
+    /// question's passage (SQuAD field `counterfactual`); empty for other questions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counterfactual: Vec<String>,
+    /// Conflict sets: the ids of the passages holding a counterfactual value (SQuAD field
+    /// `counterfactual_passages`, passages of the same file).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counterfactual_passages: Vec<String>,
+    /// Multi-aspect sets: the questions joined into this one, each with its own answers
+    /// (SQuAD field `aspects`); empty for other questions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aspects: Vec<Aspect>,
 }
 
 /// A loaded QA dataset.
@@ -321,7 +347,7 @@ impl Doc<'_> {
 // SQuAD
 // ---------------------------------------------------------------------------------------
 
-fn squad_from_value(
+pub(crate) fn squad_from_value(
     path: &Path,
     root: &Value,
     articles: Option<RangeInclusive<usize>>,
@@ -350,6 +376,7 @@ fn squad_from_value(
     let mut set = empty_set("squad2");
     let mut seen = HashSet::new();
     let (mut duplicates, mut mismatches) = (Vec::new(), Vec::new());
+    let mut pending_aspects: Vec<(usize, Vec<RawAspect>)> = Vec::new();
     for a in selected {
         let at_a = format!("data[{a}]");
         let article = d.obj(&data[a], &at_a)?;
@@ -433,6 +460,7 @@ fn squad_from_value(
                     answers.clear();
                     supporting.clear();
                 }
+                let extra = derived_fields(&d, qa, &at_q)?;
                 let answerable = !answers.is_empty();
                 set.questions.push(QaQuestion {
                     id,
@@ -440,14 +468,22 @@ fn squad_from_value(
                     answers,
                     answerable,
                     supporting,
-                    passages: vec![passage_id.clone()],
+                    passages: std::iter::once(passage_id.clone())
+                        .chain(extra.true_passages)
+                        .collect(),
                     kind: if answerable {
                         "answerable"
                     } else {
                         "unanswerable"
                     }
                     .to_string(),
+                    counterfactual: extra.counterfactual,
+                    counterfactual_passages: extra.counterfactual_passages,
+                    aspects: extra.aspects.iter().map(|a| a.aspect.clone()).collect(),
                 });
+                if !extra.aspects.is_empty() {
+                    pending_aspects.push((set.questions.len() - 1, extra.aspects));
+                }
             }
             set.passages.push(QaPassage {
                 id: passage_id,
@@ -456,6 +492,49 @@ fn squad_from_value(
                 sentences,
             });
         }
+    }
+    // Aspects answered in other passages: those passages and their answers' sentences
+    // support the question too (when loaded).
+    let mut unplaced = Vec::new();
+    for (qi, aspects) in pending_aspects {
+        for raw in aspects {
+            let Some(pid) = raw.aspect.passage.as_deref() else {
+                continue;
+            };
+            let Some(p) = set.passages.iter().find(|p| p.id == pid) else {
+                unplaced.push(format!("{} ({pid})", set.questions[qi].id));
+                continue;
+            };
+            let len_text = p.text.chars().count();
+            let mut spans = Vec::new();
+            for (start, len) in raw.starts {
+                if start + len <= len_text {
+                    spans.extend(sentences_overlapping(&p.sentences, start, start + len));
+                }
+            }
+            let q = &mut set.questions[qi];
+            if !q.passages.iter().any(|x| x == pid) {
+                q.passages.push(pid.to_string());
+            }
+            for span in spans {
+                let s = Support {
+                    passage: pid.to_string(),
+                    span,
+                };
+                if !q.supporting.contains(&s) {
+                    q.supporting.push(s);
+                }
+            }
+        }
+    }
+    if !unplaced.is_empty() {
+        set.warnings.push(format!(
+            "{}: {} aspect(s) name a passage that is not loaded (no supporting sentences \
+             for them): {}",
+            path.display(),
+            unplaced.len(),
+            sample(&unplaced)
+        ));
     }
     set.offset_mismatches = mismatches.len();
     if !mismatches.is_empty() {
@@ -475,6 +554,136 @@ fn squad_from_value(
         ));
     }
     Ok(set)
+}
+
+/// An aspect as read, with the `(answer_start, length)` of its answers that give one.
+struct RawAspect {
+    aspect: Aspect,
+    starts: Vec<(usize, usize)>,
+}
+
+/// The fields of a derived set's question ([`crate::derive`]), all optional.
+#[derive(Default)]
+struct DerivedFields {
+    counterfactual: Vec<String>,
+    counterfactual_passages: Vec<String>,
+    true_passages: Vec<String>,
+    aspects: Vec<RawAspect>,
+}
+
+/// A list of non-empty strings at `at`.
+fn string_list(d: &Doc<'_>, v: &Value, at: &str) -> Result<Vec<String>, EvalError> {
+    let items = d
+        .arr(v, at)
+        .map_err(|_| d.expected(at, "an array of strings", v))?;
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let s = d.str(item, &format!("{at}[{i}]"))?;
+        if s.trim().is_empty() {
+            return Err(d.bad(&format!("{at}[{i}]"), "expected a non-empty string"));
+        }
+        if !out.iter().any(|x| x == s) {
+            out.push(s.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Reads `counterfactual`, `counterfactual_passages`, `true_passages` (further passages
+/// stating the true answer), `conflict` and `aspects` of a question object; absent fields
+/// are empty.
+fn derived_fields(
+    d: &Doc<'_>,
+    qa: &serde_json::Map<String, Value>,
+    at_q: &str,
+) -> Result<DerivedFields, EvalError> {
+    let mut f = DerivedFields::default();
+    if let Some(v) = qa.get("counterfactual") {
+        let at = join(at_q, "counterfactual");
+        f.counterfactual = string_list(d, v, &at)?;
+        if f.counterfactual.is_empty() {
+            return Err(d.bad(&at, "expected at least one counterfactual value"));
+        }
+    }
+    if let Some(v) = qa.get("counterfactual_passages") {
+        f.counterfactual_passages = string_list(d, v, &join(at_q, "counterfactual_passages"))?;
+    }
+    if let Some(v) = qa.get("true_passages") {
+        f.true_passages = string_list(d, v, &join(at_q, "true_passages"))?;
+    }
+    if let Some(v) = qa.get("conflict") {
+        let at = join(at_q, "conflict");
+        let flag = v.as_bool().ok_or_else(|| d.expected(&at, "a boolean", v))?;
+        if flag && f.counterfactual.is_empty() {
+            return Err(d.bad(
+                &at,
+                "a conflict question needs a `counterfactual` list of false values",
+            ));
+        }
+    }
+    if let Some(v) = qa.get("aspects") {
+        let at = join(at_q, "aspects");
+        let items = d
+            .arr(v, &at)
+            .map_err(|_| d.expected(&at, "an array of {question, answers} objects", v))?;
+        if items.len() < 2 {
+            return Err(d.bad(
+                &at,
+                format!("expected at least two aspects, found {}", items.len()),
+            ));
+        }
+        for (i, item) in items.iter().enumerate() {
+            let at_i = format!("{at}[{i}]");
+            let o = d.obj(item, &at_i)?;
+            let question = d.str(d.field(o, "question", &at_i)?, &join(&at_i, "question"))?;
+            let at_a = join(&at_i, "answers");
+            let answers_v = d.arr(d.field(o, "answers", &at_i)?, &at_a)?;
+            let (mut answers, mut starts): (Vec<String>, Vec<(usize, usize)>) = (vec![], vec![]);
+            for (j, a) in answers_v.iter().enumerate() {
+                let at_j = format!("{at_a}[{j}]");
+                let text = match a {
+                    Value::String(s) => s.as_str(),
+                    Value::Object(ao) => {
+                        let text = d.str(d.field(ao, "text", &at_j)?, &join(&at_j, "text"))?;
+                        if let Some(sv) = ao.get("answer_start") {
+                            let start = d.index(sv, &join(&at_j, "answer_start"))?;
+                            starts.push((start, text.chars().count()));
+                        }
+                        text
+                    }
+                    other => {
+                        return Err(d.expected(
+                            &at_j,
+                            "a string or a {text, answer_start} object",
+                            other,
+                        ))
+                    }
+                };
+                if text.trim().is_empty() {
+                    return Err(d.bad(&at_j, "expected a non-empty answer"));
+                }
+                if !answers.iter().any(|x| x == text) {
+                    answers.push(text.to_string());
+                }
+            }
+            if answers.is_empty() {
+                return Err(d.bad(&at_a, "an aspect needs at least one answer"));
+            }
+            let passage = match o.get("passage") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(d.str(v, &join(&at_i, "passage"))?.to_string()),
+            };
+            f.aspects.push(RawAspect {
+                aspect: Aspect {
+                    question: question.to_string(),
+                    answers,
+                    passage,
+                },
+                starts,
+            });
+        }
+    }
+    Ok(f)
 }
 
 fn empty_set(name: &str) -> QaSet {
@@ -502,72 +711,39 @@ fn sentences_overlapping(
         .filter(move |&(s, e)| s < end && start < e)
 }
 
-/// Abbreviations after which a period does not end a sentence (lower case, no period).
-const ABBREVIATIONS: &[&str] = &[
-    "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "etc", "no", "nos", "mt", "ft", "inc",
-    "ltd", "co", "corp", "gen", "col", "lt", "sgt", "capt", "gov", "sen", "rep", "rev", "est",
-    "approx", "fig", "vol", "ca", "c", "cf", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
-    "sep", "sept", "oct", "nov", "dec",
-];
-
 /// Splits `text` into sentences; returns contiguous character spans covering the text
 /// (none for an empty text).
 ///
-/// A sentence ends after `.`, `!` or `?` (plus any further terminators and closing quotes
-/// or brackets) when whitespace follows and the next non-space character is not a
-/// lower-case letter, unless the period ends an abbreviation: a single letter (an
-/// initial), a word with an inner period (`U.S.`, `e.g.`) or one of a short list (`Mr.`,
-/// `St.`, `Jan.`, ...). The whitespace goes to the next sentence.
+/// The sentences are those of the project's one splitter,
+/// [`neuralcore_core::sentence::sentence_spans`] with [`Lines::Wrap`] (byte spans of
+/// trimmed sentences), turned into character spans that tile the text: the white space
+/// before a sentence belongs to it, the white space after the last one to the last one.
+/// A text of white space only is one span.
 pub fn split_sentences(text: &str) -> Vec<(usize, usize)> {
-    let chars: Vec<char> = text.chars().collect();
-    let n = chars.len();
-    let is_closer = |c: char| matches!(c, '"' | '\'' | ')' | ']' | '”' | '’' | '»');
-    let mut spans = Vec::new();
-    let (mut start, mut i) = (0, 0);
-    while i < n {
-        let c = chars[i];
-        if !matches!(c, '.' | '!' | '?') {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while j < n && (matches!(chars[j], '.' | '!' | '?') || is_closer(chars[j])) {
-            j += 1;
-        }
-        let mut k = j;
-        while k < n && chars[k].is_whitespace() {
-            k += 1;
-        }
-        if k > j
-            && k < n
-            && !chars[k].is_lowercase()
-            && !(c == '.' && is_abbreviation(&chars[start..i]))
-        {
-            spans.push((start, j));
-            start = j;
-        }
-        i = j;
+    if text.is_empty() {
+        return Vec::new();
     }
-    if start < n {
-        spans.push((start, n));
-    }
-    spans
-}
-
-/// Whether the word at the end of `before` (the text up to a period) is an abbreviation.
-fn is_abbreviation(before: &[char]) -> bool {
-    let word_start = before
-        .iter()
-        .rposition(|c| c.is_whitespace())
-        .map_or(0, |p| p + 1);
-    let word: String = before[word_start..]
-        .iter()
-        .skip_while(|c| !c.is_alphanumeric())
+    let n = text.chars().count();
+    // Byte offset -> character offset, walking the text once.
+    let mut ends: Vec<usize> = sentence_spans(text, Lines::Wrap)
+        .into_iter()
+        .map(|(_, e)| e)
         .collect();
-    let letters = word.chars().count();
-    (letters == 1 && word.chars().all(char::is_alphabetic))
-        || (word.contains('.') && !word.ends_with('.'))
-        || ABBREVIATIONS.contains(&word.to_lowercase().as_str())
+    ends.pop(); // the last sentence runs to the end of the text
+    let mut spans = Vec::with_capacity(ends.len() + 1);
+    let (mut start, mut chars, mut next) = (0usize, 0usize, ends.iter().peekable());
+    for (b, _) in text.char_indices() {
+        while next.peek().is_some_and(|&&e| e == b) {
+            next.next();
+            if chars > start {
+                spans.push((start, chars));
+                start = chars;
+            }
+        }
+        chars += 1;
+    }
+    spans.push((start, n));
+    spans
 }
 
 // ---------------------------------------------------------------------------------------
@@ -724,6 +900,7 @@ fn hotpot_from_value(path: &Path, root: &Value, limit: Option<usize>) -> Result<
             supporting,
             passages,
             kind: kind.to_string(),
+            ..QaQuestion::default()
         });
     }
     set.title_conflicts = conflicts.len();
@@ -856,6 +1033,16 @@ pub fn citation_correct(c: &Citation, q: &QaQuestion, passage_text: &str) -> boo
 // Scoring
 // ---------------------------------------------------------------------------------------
 
+/// An aspect the engine reported for a question about several things, as recorded in an
+/// outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineAspect {
+    /// The aspect, as the engine phrased it.
+    pub aspect: String,
+    /// Whether the engine said its kept evidence answers it.
+    pub covered: bool,
+}
+
 /// What the engine did with one question.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QaOutcome {
@@ -873,11 +1060,127 @@ pub struct QaOutcome {
     pub iterations: u32,
     /// Wall-clock time for the question, in milliseconds.
     pub latency_ms: f64,
+    /// How many conflicts the engine reported with its answer; `None` when not recorded
+    /// (outcomes of a build whose report has no conflicts).
+    #[serde(default)]
+    pub conflicts_reported: Option<usize>,
+    /// The aspects the engine split the question into and whether it said it covered
+    /// each; `None` when not recorded.
+    #[serde(default)]
+    pub aspects_reported: Option<Vec<EngineAspect>>,
+    /// Multi-aspect questions: whether the engine answers each aspect when asked it
+    /// alone (a gold answer contained), in aspect order; `None` when not run.
+    #[serde(default)]
+    pub aspects_alone: Option<Vec<bool>>,
+}
+
+/// How an answer to a conflict question ([`QaQuestion::counterfactual`]) treats the two
+/// sides, by SQuAD-normalized containment ([`answer_contains`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictOutcome {
+    /// The answer states both the true and a counterfactual value: the conflict surfaced.
+    Surfaced,
+    /// A counterfactual value and no true value: misled.
+    Misled,
+    /// The true value only.
+    TrueOnly,
+    /// Neither value.
+    Neither,
+    /// No answer.
+    Abstained,
+}
+
+/// The [`ConflictOutcome`] of an answer to `q`, or `None` when `q` is no conflict
+/// question (no counterfactual values).
+pub fn conflict_outcome(q: &QaQuestion, abstained: bool, answer: &str) -> Option<ConflictOutcome> {
+    if q.counterfactual.is_empty() {
+        return None;
+    }
+    if abstained {
+        return Some(ConflictOutcome::Abstained);
+    }
+    let truth = answer_contains(answer, &q.answers);
+    let lie = answer_contains(answer, &q.counterfactual);
+    Some(match (truth, lie) {
+        (true, true) => ConflictOutcome::Surfaced,
+        (false, true) => ConflictOutcome::Misled,
+        (true, false) => ConflictOutcome::TrueOnly,
+        (false, false) => ConflictOutcome::Neither,
+    })
+}
+
+/// How many aspects of `q` ([`QaQuestion::aspects`]) the answer contains a gold answer of
+/// (0 when abstained), or `None` when `q` has no aspects.
+pub fn aspects_answered(q: &QaQuestion, abstained: bool, answer: &str) -> Option<usize> {
+    if q.aspects.is_empty() {
+        return None;
+    }
+    if abstained {
+        return Some(0);
+    }
+    Some(
+        q.aspects
+            .iter()
+            .filter(|a| answer_contains(answer, &a.answers))
+            .count(),
+    )
+}
+
+/// `text` without citation markers (`[1]`, `[2, 3]`) and the white space before them.
+pub fn strip_citation_markers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let close = after.find(']');
+        let marker = close.filter(|&c| {
+            c > 0
+                && after[..c].chars().any(|ch| ch.is_ascii_digit())
+                && after[..c]
+                    .chars()
+                    .all(|ch| ch.is_ascii_digit() || ch == ',' || ch == ' ')
+        });
+        match marker {
+            Some(c) => {
+                out.push_str(rest[..open].trim_end());
+                rest = &after[c + 1..];
+            }
+            None => {
+                out.push_str(&rest[..=open]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The sentences of an answer text as the evaluation counts them: citation markers
+/// removed ([`strip_citation_markers`]), split by the project's splitter with every line
+/// break ending a sentence ([`sentence_spans`] with [`Lines::Break`]).
+pub fn answer_sentences(answer: &str) -> Vec<String> {
+    let text = strip_citation_markers(answer);
+    sentence_spans(&text, Lines::Break)
+        .into_iter()
+        .map(|(a, b)| text[a..b].to_string())
+        .collect()
+}
+
+/// The sentences of an answer ([`answer_sentences`]) that are fragments
+/// ([`is_fragment`]): cut from the middle of a sentence, or without a finite verb.
+pub fn answer_fragments(answer: &str) -> Vec<String> {
+    answer_sentences(answer)
+        .into_iter()
+        .filter(|s| is_fragment(s))
+        .collect()
 }
 
 /// Scores of a set of [`QaOutcome`]s; see [`score`]. Rates are `None` (JSON `null`) when
-/// their denominator is 0.
+/// their denominator is 0. Fields missing from a report read as their default, so
+/// reports written before a field existed still load.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct QaReport {
     /// Questions scored (questions of the set that have an outcome).
     pub questions: usize,
@@ -930,6 +1233,85 @@ pub struct QaReport {
     pub latency_p50_ms: Option<f64>,
     /// Nearest-rank p95 latency in milliseconds.
     pub latency_p95_ms: Option<f64>,
+
+    /// Sentences of the answers of answered questions ([`answer_sentences`]).
+    pub answer_sentences: usize,
+    /// Of these, fragments ([`answer_fragments`]).
+    pub fragment_sentences: usize,
+    /// `fragment_sentences / answer_sentences`.
+    pub fragment_rate: Option<f64>,
+    /// Answered questions whose answer has at least one fragment.
+    pub answers_with_fragment: usize,
+    /// `answers_with_fragment / answered questions`.
+    pub answers_with_fragment_rate: Option<f64>,
+
+    /// Scored conflict questions (with counterfactual values).
+    pub conflict_questions: usize,
+    /// Conflict questions answered with both the true and a counterfactual value.
+    pub conflict_surfaced: usize,
+    /// `conflict_surfaced / conflict_questions`.
+    pub conflict_surfaced_rate: Option<f64>,
+    /// `conflict_surfaced / (conflict_surfaced + misled + true_only)`: of the answers
+    /// that state a side of the disputed fact, those that say it is disputed.
+    pub surfaced_when_stated_rate: Option<f64>,
+    /// Conflict questions answered with a counterfactual value and no true value.
+    pub misled: usize,
+    /// `misled / conflict_questions`.
+    pub misled_rate: Option<f64>,
+    /// Conflict questions answered with the true value only.
+    pub true_only: usize,
+    /// `true_only / conflict_questions`.
+    pub true_only_rate: Option<f64>,
+    /// Conflict questions answered with neither value.
+    pub conflict_neither: usize,
+    /// `conflict_neither / conflict_questions`.
+    pub conflict_neither_rate: Option<f64>,
+    /// Conflict questions abstained on.
+    pub conflict_abstained: usize,
+    /// `conflict_abstained / conflict_questions`.
+    pub conflict_abstained_rate: Option<f64>,
+    /// Conflict questions whose set names the counterfactual passages.
+    pub conflict_sided_questions: usize,
+    /// Share of those whose kept evidence holds both a true passage (of
+    /// [`QaQuestion::passages`]) and a counterfactual one.
+    pub both_sides_kept_rate: Option<f64>,
+    /// Conflict questions whose outcome records the engine's conflicts.
+    pub engine_conflict_questions: usize,
+    /// Of these, the ones where the engine reported at least one conflict.
+    pub engine_conflict_reported: usize,
+    /// `engine_conflict_reported / engine_conflict_questions`.
+    pub engine_conflict_rate: Option<f64>,
+
+    /// Scored questions with aspects (multi-aspect sets).
+    pub aspect_questions: usize,
+    /// Aspect questions answered with a gold answer of every aspect.
+    pub all_aspects: usize,
+    /// `all_aspects / aspect_questions`.
+    pub all_aspects_rate: Option<f64>,
+    /// Aspect questions answered with a gold answer of some aspects but not all.
+    pub some_aspects: usize,
+    /// `some_aspects / aspect_questions`.
+    pub some_aspects_rate: Option<f64>,
+    /// Aspect questions answered without a gold answer of any aspect.
+    pub no_aspect: usize,
+    /// `no_aspect / aspect_questions`.
+    pub no_aspect_rate: Option<f64>,
+    /// Aspect questions abstained on as a whole (blanket abstention).
+    pub blanket_abstained: usize,
+    /// `blanket_abstained / aspect_questions`.
+    pub blanket_abstention_rate: Option<f64>,
+    /// Aspect questions each of whose aspects the engine answers when asked alone.
+    pub answerable_alone: usize,
+    /// Of these, the ones answered with a gold answer of every aspect when joined.
+    pub all_aspects_when_answerable: usize,
+    /// `all_aspects_when_answerable / answerable_alone`: the multi-aspect target.
+    pub all_aspects_when_answerable_rate: Option<f64>,
+    /// Aspect questions whose outcome records the engine's aspects.
+    pub engine_aspect_questions: usize,
+    /// Share of those the engine split into at least two aspects.
+    pub engine_split_rate: Option<f64>,
+    /// Share of those the engine split and said it covered every aspect of.
+    pub engine_all_covered_rate: Option<f64>,
 }
 
 fn ratio(num: usize, den: usize) -> Option<f64> {
@@ -945,6 +1327,11 @@ fn ratio(num: usize, den: usize) -> Option<f64> {
 /// [`answer_contains`] finds a gold answer in the answer. Citations are checked with
 /// [`citation_correct`] on answered questions (answerable or not). Latency percentiles use
 /// [`percentile_nearest_rank`].
+///
+/// Every answered question's sentences are checked for fragments ([`answer_fragments`]).
+/// Conflict questions are classified by [`conflict_outcome`], aspect questions by
+/// [`aspects_answered`]; both use only the answer text and the abstention, so outcomes
+/// read back from `--per-question` lines ([`QaLine`]) score the same.
 pub fn score(set: &QaSet, outcomes: &[QaOutcome]) -> QaReport {
     let texts: HashMap<&str, &str> = set
         .passages
@@ -964,6 +1351,7 @@ pub fn score(set: &QaSet, outcomes: &[QaOutcome]) -> QaReport {
 
     let (mut abstained, mut abstained_unanswerable, mut fully_cited) = (0, 0, 0);
     let (mut recalls, mut iterations, mut latencies) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut both_sides, mut engine_split, mut engine_covered) = (0, 0, 0);
     for q in &set.questions {
         let Some(o) = by_question.get(q.id.as_str()) else {
             r.missing_outcomes += 1;
@@ -1006,6 +1394,11 @@ pub fn score(set: &QaSet, outcomes: &[QaOutcome]) -> QaReport {
             } else if correct == o.citations.len() {
                 fully_cited += 1;
             }
+            let sentences = answer_sentences(&o.answer);
+            let fragments = sentences.iter().filter(|s| is_fragment(s)).count();
+            r.answer_sentences += sentences.len();
+            r.fragment_sentences += fragments;
+            r.answers_with_fragment += usize::from(fragments > 0);
         }
         let mut gold: Vec<&str> = q.supporting.iter().map(|s| s.passage.as_str()).collect();
         gold.sort_unstable();
@@ -1016,6 +1409,51 @@ pub fn score(set: &QaSet, outcomes: &[QaOutcome]) -> QaReport {
                 .filter(|g| o.retrieved_passages.iter().any(|p| p == *g))
                 .count();
             recalls.push(found as f64 / gold.len() as f64);
+        }
+
+        if let Some(c) = conflict_outcome(q, o.abstained, &o.answer) {
+            r.conflict_questions += 1;
+            match c {
+                ConflictOutcome::Surfaced => r.conflict_surfaced += 1,
+                ConflictOutcome::Misled => r.misled += 1,
+                ConflictOutcome::TrueOnly => r.true_only += 1,
+                ConflictOutcome::Neither => r.conflict_neither += 1,
+                ConflictOutcome::Abstained => r.conflict_abstained += 1,
+            }
+            if !q.counterfactual_passages.is_empty() {
+                r.conflict_sided_questions += 1;
+                let kept = |ids: &[String]| ids.iter().any(|p| o.retrieved_passages.contains(p));
+                both_sides += usize::from(kept(&q.passages) && kept(&q.counterfactual_passages));
+            }
+            if let Some(n) = o.conflicts_reported {
+                r.engine_conflict_questions += 1;
+                r.engine_conflict_reported += usize::from(n > 0);
+            }
+        }
+        if let Some(n) = aspects_answered(q, o.abstained, &o.answer) {
+            r.aspect_questions += 1;
+            if o.aspects_alone
+                .as_ref()
+                .is_some_and(|a| !a.is_empty() && a.iter().all(|x| *x))
+            {
+                r.answerable_alone += 1;
+                r.all_aspects_when_answerable += usize::from(!o.abstained && n == q.aspects.len());
+            }
+            if o.abstained {
+                r.blanket_abstained += 1;
+            } else if n == q.aspects.len() {
+                r.all_aspects += 1;
+            } else if n > 0 {
+                r.some_aspects += 1;
+            } else {
+                r.no_aspect += 1;
+            }
+            if let Some(reported) = &o.aspects_reported {
+                r.engine_aspect_questions += 1;
+                let split = reported.len() >= 2;
+                engine_split += usize::from(split);
+                engine_covered += usize::from(split && reported.iter().all(|a| a.covered));
+            }
         }
     }
 
@@ -1034,43 +1472,178 @@ pub fn score(set: &QaSet, outcomes: &[QaOutcome]) -> QaReport {
     r.latency_mean_ms = mean(&latencies);
     r.latency_p50_ms = percentile_nearest_rank(&latencies, 50.0);
     r.latency_p95_ms = percentile_nearest_rank(&latencies, 95.0);
+
+    r.fragment_rate = ratio(r.fragment_sentences, r.answer_sentences);
+    r.answers_with_fragment_rate = ratio(r.answers_with_fragment, answered);
+
+    let n = r.conflict_questions;
+    r.conflict_surfaced_rate = ratio(r.conflict_surfaced, n);
+    r.surfaced_when_stated_rate = ratio(
+        r.conflict_surfaced,
+        r.conflict_surfaced + r.misled + r.true_only,
+    );
+    r.misled_rate = ratio(r.misled, n);
+    r.true_only_rate = ratio(r.true_only, n);
+    r.conflict_neither_rate = ratio(r.conflict_neither, n);
+    r.conflict_abstained_rate = ratio(r.conflict_abstained, n);
+    r.both_sides_kept_rate = ratio(both_sides, r.conflict_sided_questions);
+    r.engine_conflict_rate = ratio(r.engine_conflict_reported, r.engine_conflict_questions);
+
+    let n = r.aspect_questions;
+    r.all_aspects_rate = ratio(r.all_aspects, n);
+    r.some_aspects_rate = ratio(r.some_aspects, n);
+    r.no_aspect_rate = ratio(r.no_aspect, n);
+    r.blanket_abstention_rate = ratio(r.blanket_abstained, n);
+    r.all_aspects_when_answerable_rate = ratio(r.all_aspects_when_answerable, r.answerable_alone);
+    r.engine_split_rate = ratio(engine_split, r.engine_aspect_questions);
+    r.engine_all_covered_rate = ratio(engine_covered, r.engine_aspect_questions);
     r
 }
 
+/// A group of rows of the report table, shown when some report of the table has data
+/// for it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Always,
+    Conflicts,
+    Aspects,
+}
+
 impl QaReport {
-    /// The table rows: (metric name, formatted value). Rates have 4 decimals, latencies 2,
-    /// unknown values are `-`.
-    fn rows(&self) -> Vec<(&'static str, String)> {
+    /// The table rows: (section, metric name, formatted value). Rates have 4 decimals,
+    /// latencies 2, unknown values are `-`; a count with its rate reads `12 (0.0800)`.
+    fn rows(&self) -> Vec<(Section, &'static str, String)> {
         let rate = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.4}"));
         let fixed2 = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        let both = |n: usize, v: Option<f64>| match v {
+            Some(v) => format!("{n} ({v:.4})"),
+            None => "-".to_string(),
+        };
+        use Section::{Always as A, Aspects as S, Conflicts as C};
         vec![
-            ("questions", self.questions.to_string()),
-            ("answerable", self.answerable.to_string()),
-            ("unanswerable", self.unanswerable.to_string()),
+            (A, "questions", self.questions.to_string()),
+            (A, "answerable", self.answerable.to_string()),
+            (A, "unanswerable", self.unanswerable.to_string()),
             (
+                A,
                 "answered (answerable)",
                 self.answered_answerable.to_string(),
             ),
-            ("accuracy (answerable)", rate(self.accuracy_answerable)),
+            (A, "accuracy (answerable)", rate(self.accuracy_answerable)),
             (
+                A,
                 "accuracy (when answered)",
                 rate(self.accuracy_when_answered),
             ),
-            ("overall accuracy", rate(self.overall_accuracy)),
-            ("abstention precision", rate(self.abstention_precision)),
-            ("abstention recall", rate(self.abstention_recall)),
+            (A, "overall accuracy", rate(self.overall_accuracy)),
+            (A, "abstention precision", rate(self.abstention_precision)),
+            (A, "abstention recall", rate(self.abstention_recall)),
             (
+                A,
                 "unanswerable answered",
                 rate(self.unanswerable_answered_rate),
             ),
-            ("citations", self.citations.to_string()),
-            ("citation precision", rate(self.citation_precision)),
-            ("answers fully cited", rate(self.answers_fully_cited)),
-            ("supporting recall", rate(self.supporting_recall)),
-            ("mean iterations", fixed2(self.mean_iterations)),
-            ("latency mean (ms)", fixed2(self.latency_mean_ms)),
-            ("latency p50 (ms)", fixed2(self.latency_p50_ms)),
-            ("latency p95 (ms)", fixed2(self.latency_p95_ms)),
+            (A, "citations", self.citations.to_string()),
+            (A, "citation precision", rate(self.citation_precision)),
+            (A, "answers fully cited", rate(self.answers_fully_cited)),
+            (A, "supporting recall", rate(self.supporting_recall)),
+            (A, "mean iterations", fixed2(self.mean_iterations)),
+            (A, "latency mean (ms)", fixed2(self.latency_mean_ms)),
+            (A, "latency p50 (ms)", fixed2(self.latency_p50_ms)),
+            (A, "latency p95 (ms)", fixed2(self.latency_p95_ms)),
+            (A, "answer sentences", self.answer_sentences.to_string()),
+            (
+                A,
+                "fragment sentences (rate)",
+                both(self.fragment_sentences, self.fragment_rate),
+            ),
+            (
+                A,
+                "answers with a fragment",
+                both(self.answers_with_fragment, self.answers_with_fragment_rate),
+            ),
+            (C, "conflict questions", self.conflict_questions.to_string()),
+            (
+                C,
+                "conflict surfaced (both values)",
+                both(self.conflict_surfaced, self.conflict_surfaced_rate),
+            ),
+            (
+                C,
+                "surfaced, of answers stating a side",
+                self.surfaced_when_stated_rate
+                    .map(|r| format!("{r:.4}"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            (
+                C,
+                "misled (false value only)",
+                both(self.misled, self.misled_rate),
+            ),
+            (
+                C,
+                "true value only",
+                both(self.true_only, self.true_only_rate),
+            ),
+            (
+                C,
+                "neither value",
+                both(self.conflict_neither, self.conflict_neither_rate),
+            ),
+            (
+                C,
+                "abstained (conflict)",
+                both(self.conflict_abstained, self.conflict_abstained_rate),
+            ),
+            (
+                C,
+                "both sides in kept evidence",
+                rate(self.both_sides_kept_rate),
+            ),
+            (
+                C,
+                "engine reported a conflict",
+                both(self.engine_conflict_reported, self.engine_conflict_rate),
+            ),
+            (S, "aspect questions", self.aspect_questions.to_string()),
+            (
+                S,
+                "all aspects answered",
+                both(self.all_aspects, self.all_aspects_rate),
+            ),
+            (
+                S,
+                "all answered, each alone answered",
+                format!(
+                    "{} / {}{}",
+                    self.all_aspects_when_answerable,
+                    self.answerable_alone,
+                    self.all_aspects_when_answerable_rate
+                        .map(|r| format!(" ({r:.4})"))
+                        .unwrap_or_default()
+                ),
+            ),
+            (
+                S,
+                "some aspects only",
+                both(self.some_aspects, self.some_aspects_rate),
+            ),
+            (
+                S,
+                "no aspect answered",
+                both(self.no_aspect, self.no_aspect_rate),
+            ),
+            (
+                S,
+                "blanket abstention",
+                both(self.blanket_abstained, self.blanket_abstention_rate),
+            ),
+            (S, "engine split the aspects", rate(self.engine_split_rate)),
+            (
+                S,
+                "engine said all covered",
+                rate(self.engine_all_covered_rate),
+            ),
         ]
     }
 
@@ -1084,14 +1657,214 @@ impl QaReport {
 /// Renders several QA reports side by side, in the layout of
 /// [`side_by_side`](crate::side_by_side): one row per metric, one column per
 /// `(label, report)` pair in the given order; names left-aligned, values right-aligned,
-/// columns separated by two spaces, the header underlined.
+/// columns separated by two spaces, the header underlined. The conflict rows appear when
+/// some report scored conflict questions, the aspect rows when some scored aspect
+/// questions.
 pub fn render_side_by_side(rows: &[(String, QaReport)]) -> String {
-    let names: Vec<&str> = QaReport::default().rows().iter().map(|r| r.0).collect();
+    let shown = |s: Section| match s {
+        Section::Always => true,
+        Section::Conflicts => rows.iter().any(|(_, r)| r.conflict_questions > 0),
+        Section::Aspects => rows.iter().any(|(_, r)| r.aspect_questions > 0),
+    };
+    let names: Vec<&str> = QaReport::default()
+        .rows()
+        .into_iter()
+        .filter(|r| shown(r.0))
+        .map(|r| r.1)
+        .collect();
     let columns: Vec<(&str, Vec<String>)> = rows
         .iter()
-        .map(|(l, r)| (l.as_str(), r.rows().into_iter().map(|x| x.1).collect()))
+        .map(|(l, r)| {
+            let values = r
+                .rows()
+                .into_iter()
+                .filter(|x| shown(x.0))
+                .map(|x| x.2)
+                .collect();
+            (l.as_str(), values)
+        })
         .collect();
     crate::metrics::render_table(&names, &columns)
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-question lines
+// ---------------------------------------------------------------------------------------
+
+/// One line of `eval qa --per-question`: what the engine did with one question under one
+/// configuration, with the gold data and the scorer's labels beside it for reading.
+///
+/// Lines written by older builds lack the newer fields (`citations`, `conflicts_reported`,
+/// `engine_conflicts`, `engine_aspects`, `fragments`, `conflict`, `aspects_answered`);
+/// they read as absent, and [`score_lines`] scores them from the answer text and the
+/// abstention alone.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QaLine {
+    /// The configuration (`full`, `no-grade`, ...).
+    #[serde(default)]
+    pub ablation: String,
+    /// The question id.
+    pub id: String,
+    /// The question text.
+    #[serde(default)]
+    pub question: String,
+    /// Whether the question is answerable.
+    #[serde(default)]
+    pub answerable: bool,
+    /// The gold answers.
+    #[serde(default)]
+    pub gold: Vec<String>,
+    /// Whether the engine abstained.
+    pub abstained: bool,
+    /// The answer text (supported sentences joined by spaces, without citation markers).
+    #[serde(default)]
+    pub answer: String,
+    /// Answered with a gold answer contained.
+    #[serde(default)]
+    pub correct: bool,
+    /// Iterations used.
+    #[serde(default)]
+    pub iterations: u32,
+    /// Wall-clock time, in milliseconds.
+    #[serde(default)]
+    pub latency_ms: f64,
+    /// The grader's verdicts, as the CLI writes them (not read by the scorer).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub verdicts: Value,
+    /// Passage ids of the kept evidence.
+    #[serde(default)]
+    pub retrieved: Vec<String>,
+    /// The citations (absent from lines of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub citations: Option<Vec<Citation>>,
+    /// Number of conflicts the engine reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts_reported: Option<usize>,
+    /// The conflicts as the engine reported them (for reading).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub engine_conflicts: Value,
+    /// The aspects the engine reported, with whether it said it covered each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_aspects: Option<Vec<EngineAspect>>,
+    /// The answer's fragment sentences ([`answer_fragments`]).
+    #[serde(default)]
+    pub fragments: Vec<String>,
+    /// Conflict questions: how the answer treats the two sides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<ConflictOutcome>,
+    /// Aspect questions: how many aspects the answer answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aspects_answered: Option<usize>,
+    /// Aspect questions: whether each aspect asked alone was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aspects_alone: Option<Vec<bool>>,
+}
+
+impl QaLine {
+    /// The line for `outcome` of question `q` under `ablation`, with the scorer's labels
+    /// (correct, fragments, conflict outcome, aspects answered) filled in.
+    pub fn new(ablation: &str, q: &QaQuestion, outcome: &QaOutcome) -> QaLine {
+        let answered = !outcome.abstained;
+        QaLine {
+            ablation: ablation.to_string(),
+            id: q.id.clone(),
+            question: q.question.clone(),
+            answerable: q.answerable,
+            gold: q.answers.clone(),
+            abstained: outcome.abstained,
+            answer: outcome.answer.clone(),
+            correct: q.answerable && answered && answer_contains(&outcome.answer, &q.answers),
+            iterations: outcome.iterations,
+            latency_ms: outcome.latency_ms,
+            verdicts: Value::Null,
+            retrieved: outcome.retrieved_passages.clone(),
+            citations: Some(outcome.citations.clone()),
+            conflicts_reported: outcome.conflicts_reported,
+            engine_conflicts: Value::Null,
+            engine_aspects: outcome.aspects_reported.clone(),
+            fragments: if answered {
+                answer_fragments(&outcome.answer)
+            } else {
+                Vec::new()
+            },
+            conflict: conflict_outcome(q, outcome.abstained, &outcome.answer),
+            aspects_answered: aspects_answered(q, outcome.abstained, &outcome.answer),
+            aspects_alone: outcome.aspects_alone.clone(),
+        }
+    }
+
+    /// The outcome this line records (no citations when the line has none).
+    pub fn outcome(&self) -> QaOutcome {
+        QaOutcome {
+            question: self.id.clone(),
+            abstained: self.abstained,
+            answer: self.answer.clone(),
+            citations: self.citations.clone().unwrap_or_default(),
+            retrieved_passages: self.retrieved.clone(),
+            iterations: self.iterations,
+            latency_ms: self.latency_ms,
+            conflicts_reported: self.conflicts_reported,
+            aspects_reported: self.engine_aspects.clone(),
+            aspects_alone: self.aspects_alone.clone(),
+        }
+    }
+}
+
+/// Reads a `--per-question` file: one [`QaLine`] per non-blank line.
+///
+/// # Errors
+/// [`EvalError::MissingFile`], [`EvalError::Io`]; [`EvalError::MalformedJson`] naming the
+/// line when a line is not JSON or lacks `id` or `abstained`.
+pub fn read_qa_lines(path: &Path) -> Result<Vec<QaLine>, EvalError> {
+    crate::json::require_file(path)?;
+    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let l: QaLine = serde_json::from_str(line).map_err(|e| EvalError::MalformedJson {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message: e.to_string(),
+        })?;
+        lines.push(l);
+    }
+    Ok(lines)
+}
+
+/// Scores per-question lines against `set`, one report per configuration (`ablation`), in
+/// the order configurations first appear.
+///
+/// The citation metrics of a configuration are unknown (`None`, counts 0) when any of
+/// its lines lacks citations (lines written by builds that did not record them); the
+/// engine's conflicts and aspects likewise count only where recorded.
+pub fn score_lines(set: &QaSet, lines: &[QaLine]) -> Vec<(String, QaReport)> {
+    let mut order: Vec<&str> = Vec::new();
+    for l in lines {
+        if !order.contains(&l.ablation.as_str()) {
+            order.push(&l.ablation);
+        }
+    }
+    order
+        .into_iter()
+        .map(|ab| {
+            let group: Vec<&QaLine> = lines.iter().filter(|l| l.ablation == ab).collect();
+            let outcomes: Vec<QaOutcome> = group.iter().map(|l| l.outcome()).collect();
+            let mut r = score(set, &outcomes);
+            if group.iter().any(|l| l.citations.is_none()) {
+                r.citations = 0;
+                r.correct_citations = 0;
+                r.citation_precision = None;
+                r.uncited_answers = 0;
+                r.answers_fully_cited = None;
+            }
+            (ab.to_string(), r)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -106,6 +106,7 @@ fn question(answers: &[&str], supporting: &[(&str, (usize, usize))]) -> QaQuesti
             .collect(),
         passages: vec!["p1".into()],
         kind: "test".into(),
+        ..QaQuestion::default()
     }
 }
 
@@ -228,6 +229,7 @@ fn outcome(
         retrieved_passages: strings(retrieved),
         iterations,
         latency_ms,
+        ..QaOutcome::default()
     }
 }
 
