@@ -278,12 +278,13 @@ fn fit_summary(text: &str, max: usize) -> Result<String, String> {
     if n <= max {
         return Ok(text);
     }
-    let end = neuralcore_ingest::sentence_spans(&text, usize::MAX)
-        .into_iter()
-        .map(|(_, e)| e)
-        .take_while(|e| count_tokens(&text[..*e]) <= max)
-        .last()
-        .unwrap_or(0);
+    let end =
+        neuralcore_core::sentence::sentence_spans(&text, neuralcore_core::sentence::Lines::Wrap)
+            .into_iter()
+            .map(|(_, e)| e)
+            .take_while(|e| count_tokens(&text[..*e]) <= max)
+            .last()
+            .unwrap_or(0);
     let kept = text[..end].trim();
     if kept.is_empty() || !kept.ends_with(['.', '!', '?', '"', ')']) {
         return Err(format!(
@@ -444,6 +445,13 @@ pub struct AskReport {
     pub budget: BudgetUse,
     /// Trust signals sent to recalled memories.
     pub memories: Vec<MemorySignal>,
+    /// Evidence that disagrees on what the answer states (documents or memories), each
+    /// stated in the answer too.
+    #[serde(default)]
+    pub conflicts: Vec<crate::crag::Conflict>,
+    /// For a question about several things: which aspects the answer covers.
+    #[serde(default)]
+    pub aspects: Vec<crate::crag::AspectCoverage>,
 }
 
 impl Orchestrator {
@@ -1162,10 +1170,15 @@ impl<'a> Run<'a> {
             .unwrap_or_default())
     }
 
-    /// CONTRADICTS: an answer that cites a memory another recalled memory contradicts
-    /// says so, naming the lower-trust side; neither is dropped.
+    /// Conflicts, stated in the answer: kept evidence that disagrees on what the answer
+    /// states (found by generation, [`crate::conflict::strip_sides`]), and a cited memory
+    /// that another recalled memory CONTRADICTS. Both are weighed by
+    /// [`crate::conflict::weigh`] and stated by [`crate::conflict::sentence`]; neither
+    /// side is dropped. An LLM answer that already says the sources disagree, naming
+    /// every side, is not told again.
     fn state_conflicts(&mut self, answer: &mut Answer, recalled: &[crate::crag::Recalled]) {
         if answer.method == "abstain" {
+            answer.conflicts.clear();
             return;
         }
         let cited: Vec<(usize, String)> = answer
@@ -1175,6 +1188,14 @@ impl<'a> Run<'a> {
             .collect();
         let mut stated: Vec<(String, String)> = Vec::new();
         for (n, id) in &cited {
+            // Generation found this one already (the same statement, another value).
+            if answer
+                .conflicts
+                .iter()
+                .any(|c| c.sides.iter().any(|s| s.citations.contains(n)))
+            {
+                continue;
+            }
             let Some(me_r) = recalled.iter().find(|r| &r.id == id) else {
                 continue;
             };
@@ -1197,29 +1218,84 @@ impl<'a> Run<'a> {
                     continue;
                 };
                 stated.push(pair);
-                let (hi, lo) = if me_r.trust >= o.trust {
-                    (me_r, o)
-                } else {
-                    (o, me_r)
+                let side = |r: &crate::crag::Recalled| crate::conflict::Side {
+                    value: r.text.trim().to_string(),
+                    citations: cited.iter().filter(|c| c.1 == r.id).map(|c| c.0).collect(),
+                    sources: vec![format!("memory:{}", r.id)],
+                    trust: Some(r.trust as f32),
+                    date: None,
                 };
-                answer.sentences.push(AnswerSentence {
-                    text: format!(
-                        "Note: the memories disagree: \"{}\" (trust {:.2}) contradicts \"{}\" (trust {:.2}, flagged as the lower-trust side).",
-                        hi.text.trim(),
-                        hi.trust,
-                        lo.text.trim(),
-                        lo.trust
-                    ),
-                    citations: vec![*n],
-                    support: None,
-                    supported: true,
-                });
+                let c = crate::conflict::weigh("statement", vec![side(me_r), side(o)]);
                 self.decisions.push(format!(
                     "memory: conflict stated between {} and {}",
-                    hi.id, lo.id
+                    me_r.id, o.id
                 ));
+                answer.conflicts.push(c);
             }
         }
+        let said = answer.text().to_lowercase();
+        for c in &answer.conflicts {
+            let told = said.contains("disagree")
+                && c.sides
+                    .iter()
+                    .all(|s| said.contains(&s.value.to_lowercase()));
+            if !told {
+                answer.sentences.push(crate::conflict::sentence(c));
+            }
+        }
+        if !answer.conflicts.is_empty() {
+            self.decisions.push(format!(
+                "conflicts: {} stated ({})",
+                answer.conflicts.len(),
+                answer
+                    .conflicts
+                    .iter()
+                    .map(|c| c.weighing.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+    }
+
+    /// A question about several things: an aspect counts as covered only through a
+    /// sentence the support check kept, and the answer says which aspects the evidence
+    /// does not answer (a partial answer with a clear gap, not a blanket abstention).
+    fn state_aspects(&mut self, answer: &mut Answer) {
+        if answer.method == "abstain" || answer.aspects.is_empty() {
+            return;
+        }
+        let supported: Vec<usize> = answer
+            .sentences
+            .iter()
+            .filter(|s| s.supported)
+            .flat_map(|s| s.citations.clone())
+            .collect();
+        let mut gaps = Vec::new();
+        for a in &mut answer.aspects {
+            a.citations.retain(|n| supported.contains(n));
+            a.covered = !a.citations.is_empty();
+            if !a.covered {
+                gaps.push(a.aspect.clone());
+            }
+        }
+        for g in &gaps {
+            answer.sentences.push(AnswerSentence {
+                text: format!("The evidence found does not answer \"{g}\"."),
+                citations: vec![],
+                support: None,
+                supported: true,
+            });
+        }
+        self.decisions.push(format!(
+            "aspects: {} of {} covered{}",
+            answer.aspects.len() - gaps.len(),
+            answer.aspects.len(),
+            if gaps.is_empty() {
+                String::new()
+            } else {
+                format!("; not answered: {}", gaps.join(" | "))
+            }
+        ));
     }
 
     /// Trust signals: a recalled memory cited by a supported sentence was used; one
@@ -1363,6 +1439,7 @@ impl<'a> Run<'a> {
         let recalled = self.recalled()?;
         let now = neuralcore_memory::now_ms();
         self.state_conflicts(&mut answer, &recalled);
+        self.state_aspects(&mut answer);
         let verdicts: Vec<Graded> = latest::<Vec<Graded>>(&self.scope, "verdicts")?
             .map(|r| r.data)
             .unwrap_or_default();
@@ -1439,6 +1516,8 @@ impl<'a> Run<'a> {
             failures: self.failures,
             cost: self.cost,
             memories,
+            conflicts: answer.conflicts,
+            aspects: answer.aspects,
         })
     }
 }

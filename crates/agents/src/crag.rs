@@ -115,6 +115,15 @@ impl Evidence {
             Evidence::Chunk { .. } => None,
         }
     }
+
+    /// The independent source it comes from: its document (any chunk of it), or the
+    /// memory (`memory:<id>`).
+    pub fn source(&self) -> String {
+        match self {
+            Evidence::Chunk { doc, .. } => doc.clone(),
+            Evidence::Memory { id } => format!("memory:{id}"),
+        }
+    }
 }
 
 impl std::fmt::Display for Evidence {
@@ -174,6 +183,46 @@ pub struct AnswerSentence {
     pub supported: bool,
 }
 
+/// Kept evidence that disagrees on the fact an answer states (a place, a date, a number,
+/// a name), or two memories linked CONTRADICTS: the sides, the stronger first, and how
+/// they were weighed. The answer states it in words too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Conflict {
+    /// What the sides disagree on: `number`, `date`, `name`, `value` (values of different
+    /// kinds), or `statement` (memories).
+    pub about: String,
+    /// The sides, the one weighed stronger first.
+    pub sides: Vec<ConflictSide>,
+    /// How they were weighed, in a sentence (independent sources, trust, recency).
+    pub weighing: String,
+}
+
+/// One side of a [`Conflict`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ConflictSide {
+    /// What this side states ("1889", "Levi's Stadium"), or the memory's text.
+    pub value: String,
+    /// The answer's citation numbers stating it.
+    pub citations: Vec<usize>,
+    /// Independent sources (documents or memories) stating it.
+    pub sources: usize,
+    /// Trust of its most trusted source, when known (memories).
+    pub trust: Option<f32>,
+    /// Its weight against the other sides, in [0, 1] (the sides' weights sum to 1).
+    pub weight: f32,
+}
+
+/// Whether the answer covers one aspect of a question about several things.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AspectCoverage {
+    /// The aspect, as a question of its own.
+    pub aspect: String,
+    /// Kept evidence answers it.
+    pub covered: bool,
+    /// The answer's citation numbers for it.
+    pub citations: Vec<usize>,
+}
+
 /// An answer as generation writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Answer {
@@ -189,6 +238,12 @@ pub struct Answer {
     pub tokens: u64,
     /// LLM cost in USD (when priced).
     pub cost_usd: f64,
+    /// Kept evidence that disagrees on what the answer states.
+    #[serde(default)]
+    pub conflicts: Vec<Conflict>,
+    /// Coverage of each aspect of a question about several things (empty for one).
+    #[serde(default)]
+    pub aspects: Vec<AspectCoverage>,
 }
 
 impl Answer {
@@ -339,23 +394,12 @@ pub fn term_set(
         .collect())
 }
 
-/// Sentences of a chunk: `(byte start, byte end)` in its text. A single line break is
-/// wrapping inside a sentence (markdown and text files are wrapped), a blank line ends a
-/// paragraph; both are one byte, so offsets into the original text stay exact.
+/// Sentences of a chunk: `(byte start, byte end)` in its text, by the project's one
+/// splitter. A single line break is wrapping inside a sentence (markdown and text files
+/// are wrapped), a blank line ends a paragraph. A long sentence stays whole: a strip cut
+/// at a word boundary would be a fragment.
 pub fn sentences(text: &str) -> Vec<(usize, usize)> {
-    let b = text.as_bytes();
-    let unwrapped: String = text
-        .char_indices()
-        .map(|(i, c)| {
-            let lone = c == '\n' && b.get(i + 1) != Some(&b'\n') && (i == 0 || b[i - 1] != b'\n');
-            if lone {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect();
-    neuralcore_ingest::sentence_spans(&unwrapped, 80)
+    neuralcore_core::sentence::sentence_spans(text, neuralcore_core::sentence::Lines::Wrap)
 }
 
 /// A document title without its parenthesised qualifier ("Big Stone Gap (film)" → "Big
@@ -530,42 +574,30 @@ impl FeatureModel {
         1.0 / (1.0 + (-z).exp())
     }
 
-    /// Fit by logistic regression (batch gradient descent with a little L2) on labelled
-    /// feature vectors; features are already in [0, 1], so no scaling is needed.
+    /// Fit by logistic regression (the project's one fitter, Newton's method with a
+    /// little L2) on labelled feature vectors; features are already in [0, 1], so no
+    /// scaling is needed.
     pub fn fit(samples: &[([f32; N_FEATURES], bool)], epochs: usize) -> FeatureModel {
-        let n = samples.len().max(1) as f64;
-        let pos = samples.iter().filter(|s| s.1).count() as f64;
-        // Balance the classes so a rare positive class is not ignored.
-        let (wp, wn) = if pos > 0.0 && pos < n {
-            (n / (2.0 * pos), n / (2.0 * (n - pos)))
-        } else {
-            (1.0, 1.0)
+        // The project's one fitter (`neuralcore_core::logistic`): Newton's method on the
+        // class-balanced log loss (a rare positive class is not ignored) plus L2 1e-3 on
+        // the mean loss, i.e. `1e-3 × n` on the summed loss; features are in [0, 1], so
+        // not standardised. It converges in a few dozen steps, so `epochs` only caps the
+        // steps (at 100). No samples, or one label only: the zero model (0.5 for all).
+        let opts = neuralcore_core::logistic::FitOptions {
+            l2: 1e-3 * samples.len() as f64,
+            balance_classes: true,
+            standardize: false,
+            max_iter: epochs.min(100),
         };
-        let mut w = [0f64; N_FEATURES];
-        let mut b = 0f64;
-        let lr = 0.5;
-        let l2 = 1e-3;
-        for _ in 0..epochs {
-            let mut gw = [0f64; N_FEATURES];
-            let mut gb = 0f64;
-            for (x, y) in samples {
-                let z = b + x.iter().zip(&w).map(|(a, c)| *a as f64 * c).sum::<f64>();
-                let p = 1.0 / (1.0 + (-z).exp());
-                let (t, cw) = if *y { (1.0, wp) } else { (0.0, wn) };
-                let g = (p - t) * cw;
-                for i in 0..N_FEATURES {
-                    gw[i] += g * x[i] as f64;
-                }
-                gb += g;
-            }
-            for i in 0..N_FEATURES {
-                w[i] -= lr * (gw[i] / n + l2 * w[i]);
-            }
-            b -= lr * gb / n;
-        }
-        FeatureModel {
-            bias: b as f32,
-            weights: w.iter().map(|x| *x as f32).collect(),
+        match neuralcore_core::logistic::fit(samples, &opts) {
+            Some(m) => FeatureModel {
+                bias: m.bias as f32,
+                weights: m.weights.iter().map(|w| *w as f32).collect(),
+            },
+            None => FeatureModel {
+                bias: 0.0,
+                weights: vec![0.0; N_FEATURES],
+            },
         }
     }
 }
@@ -780,6 +812,9 @@ pub struct Reflection {
     pub kept: usize,
     /// Why.
     pub reason: String,
+    /// Coverage of each aspect of a question about several things (empty otherwise).
+    #[serde(default)]
+    pub aspects: Vec<AspectCoverage>,
 }
 
 /// The run's query, collection and switches.

@@ -281,6 +281,13 @@ impl LoopEvent {
                     },
                     r.reason
                 );
+                for a in &r.aspects {
+                    s.push_str(&format!(
+                        "\n   aspect       {} {}",
+                        if a.covered { "covered" } else { "NOT covered" },
+                        a.aspect
+                    ));
+                }
                 for g in &r.gaps {
                     s.push_str(&format!("\n   gap          {g}"));
                 }

@@ -14,6 +14,7 @@
 //! - [`crag`], [`grader`]: the evidence model on the Mind and the CRAG evaluator.
 
 pub mod agent;
+pub mod conflict;
 pub mod consciousness;
 pub mod crag;
 pub mod events;
@@ -37,7 +38,7 @@ pub use events::{EventSink, LoopEvent};
 pub use loader::AgentLoader;
 pub use orchestrator::{final_chunks, Orchestrator, RoleReport, RunReport, RETRIEVAL_ROLES};
 pub use tool::{
-    glob, run_tool, Cancel, Clock, CostClass, Deadline, ManualClock, Output, Registry, Services,
+    run_tool, Cancel, Clock, CostClass, Deadline, ManualClock, Output, Registry, Services,
     SystemClock, Tool, ToolContext, ToolError, ToolResult, ToolSpec, ToolStatus,
 };
 pub use tools::{ChunkList, ChunkRef};

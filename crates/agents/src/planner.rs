@@ -35,6 +35,10 @@ pub fn plan(query: &str) -> Plan {
         }
         reason = format!("comparison: one query per side ({a:?}, {b:?})");
         "comparison"
+    } else if let Some(parts) = aspects_of(q) {
+        reason = format!("multi-aspect: one query per aspect ({})", parts.join(" | "));
+        queries.extend(parts);
+        "multi-aspect"
     } else if lower.starts_with("summarize")
         || lower.starts_with("summarise")
         || lower.contains("overview of")
@@ -61,7 +65,9 @@ pub fn plan(query: &str) -> Plan {
         _ => "low",
     };
     let aspects = queries.clone();
-    if complexity == "high" {
+    // A keyword variant of the whole question; not for several aspects, whose words
+    // together describe nothing one passage holds.
+    if complexity == "high" && task != "multi-aspect" {
         let kw = keywords(q);
         if !kw.is_empty() && kw != q {
             queries.push(kw);
@@ -75,6 +81,127 @@ pub fn plan(query: &str) -> Plan {
         aspects,
         reason,
     }
+}
+
+/// Words that open a question of its own.
+const QUESTION_OPENERS: &[&str] = &[
+    "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "is", "are", "was",
+    "were", "do", "does", "did", "can", "could", "should", "name", "list", "describe", "explain",
+];
+
+/// The aspects of a question about several things, each a question of its own: "How do
+/// tides relate to the Moon's orbit and what is the borrow checker?" → "How do tides
+/// relate to the Moon's orbit?", "What is the borrow checker?". A question splits at
+/// "?", ";" and at "and" / ", and" / "also" when what follows opens a question of its own
+/// ("what", "who", "how", "is", ...) and what precedes is one too; "What did Tesla and
+/// his brother do?" stays whole. `None` for a question about one thing.
+pub fn aspects_of(q: &str) -> Option<Vec<String>> {
+    let opens = |s: &str| {
+        s.split_whitespace()
+            .next()
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase()
+            })
+            .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
+    };
+    let strip_lead = |s: &str| {
+        let mut t = s.trim().trim_start_matches([',', ';']).trim();
+        for lead in ["and also ", "and ", "also, ", "also ", "plus "] {
+            if t.len() > lead.len()
+                && t.get(..lead.len())
+                    .is_some_and(|h| h.eq_ignore_ascii_case(lead))
+            {
+                t = t[lead.len()..].trim();
+            }
+        }
+        t.to_string()
+    };
+    // A part asks something: it opens a question, holds a question word ("These books
+    // became a foundational text for what library?"), or opens one after an
+    // introductory phrase ("In 1972, did Norway join ...?").
+    let asks = |p: &str| {
+        let words: Vec<String> = p
+            .split_whitespace()
+            .map(|w| {
+                w.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase()
+            })
+            .collect();
+        let after_comma = p
+            .split_once(',')
+            .is_some_and(|(head, rest)| head.split_whitespace().count() <= 4 && opens(rest));
+        opens(p)
+            || after_comma
+            || words.iter().any(|w| {
+                [
+                    "what", "which", "who", "whom", "whose", "when", "where", "why", "how",
+                ]
+                .contains(&w.as_str())
+            })
+    };
+    // First cut at "?" and ";" followed by more text.
+    let mut pieces: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for c in q.trim().chars() {
+        cur.push(c);
+        if c == '?' || c == ';' {
+            pieces.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.trim().is_empty() {
+        pieces.push(cur);
+    }
+    // Then at "and" (", and", "and also") before a question opener.
+    let mut parts: Vec<String> = Vec::new();
+    for piece in pieces {
+        let body = piece.trim().trim_end_matches(['?', ';', '.']).to_string();
+        let words: Vec<&str> = body.split_whitespace().collect();
+        let mut start = 0;
+        for i in 1..words.len() {
+            let w = words[i].to_lowercase();
+            if w != "and" && w != "also" && w != "plus" {
+                continue;
+            }
+            let rest = words[i + 1..].join(" ");
+            let rest = strip_lead(&rest);
+            let head = words[start..i].join(" ");
+            // "... the writer of X and who died in 2007?" describes one person: after a
+            // bare "and", who / which / whose / that continue a description; a comma
+            // ("..., and who ...") or another opener starts a question of its own.
+            let comma = words[i - 1].ends_with(',');
+            let relative = ["who", "whom", "whose", "which", "that"].contains(
+                &rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_lowercase()
+                    .as_str(),
+            );
+            let head_asks = opens(&strip_lead(&head)) || (comma && asks(&head));
+            if opens(&rest) && head_asks && words[start..i].len() >= 3 && (comma || !relative) {
+                parts.push(head);
+                start = i;
+            }
+        }
+        parts.push(words[start..].join(" "));
+    }
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| strip_lead(p))
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let p = p.trim_end_matches(['?', ';', '.', ',']).trim();
+            let mut c = p.chars();
+            let first = c.next().map(|f| f.to_uppercase().collect::<String>());
+            format!("{}{}?", first.unwrap_or_default(), c.as_str())
+        })
+        .collect();
+    let whole = parts.len() >= 2
+        && parts
+            .iter()
+            .all(|p| p.split_whitespace().count() >= 3 && asks(p));
+    whole.then_some(parts)
 }
 
 /// The content words of a question (a keyword variant).
@@ -330,6 +457,67 @@ mod tests {
             p.queries[1],
             "woman portrayed Corliss Archer in the film Kiss and Tell"
         );
+    }
+
+    #[test]
+    fn questions_about_several_things_are_split_into_aspects() {
+        let p = plan("How do tides relate to the Moon's orbit and what is the borrow checker?");
+        assert_eq!(p.task, "multi-aspect", "{p:?}");
+        assert_eq!(
+            p.queries[1..].to_vec(),
+            vec![
+                "How do tides relate to the Moon's orbit?".to_string(),
+                "What is the borrow checker?".to_string()
+            ]
+        );
+        assert_eq!(p.aspects, p.queries[..3].to_vec());
+        assert_eq!(
+            aspects_of("When was the tower built? Who designed it?"),
+            Some(vec![
+                "When was the tower built?".into(),
+                "Who designed it?".into()
+            ])
+        );
+        assert_eq!(
+            aspects_of("In what country is Normandy located; also, these books became a foundational text for what library?"),
+            Some(vec![
+                "In what country is Normandy located?".into(),
+                "These books became a foundational text for what library?".into()
+            ])
+        );
+        assert_eq!(
+            aspects_of("Where is Paris; also, what does BM25 stand for?"),
+            Some(vec![
+                "Where is Paris?".into(),
+                "What does BM25 stand for?".into()
+            ])
+        );
+        assert_eq!(
+            aspects_of("Who wrote Hamlet, and when did the Globe open, and why did it close?")
+                .map(|a| a.len()),
+            Some(3)
+        );
+        assert_eq!(
+            aspects_of("What is a commonly used measurement; also, in 1972, did Norway join the European Union?")
+                .map(|a| a.len()),
+            Some(2)
+        );
+        assert_eq!(
+            aspects_of("The analysis of an algorithm is assigned to what field, and who was the Normans' main enemy in Italy?")
+                .map(|a| a.len()),
+            Some(2)
+        );
+        // One thing.
+        assert_eq!(aspects_of("What did Tesla and his brother do?"), None);
+        assert_eq!(
+            aspects_of(
+                "Who was the writer of These Boots Are Made for Walkin' and who died in 2007?"
+            ),
+            None
+        );
+        assert_eq!(aspects_of("How do tides rise and fall?"), None);
+        assert_eq!(aspects_of("What is BM25?"), None);
+        assert_eq!(aspects_of("Rust and what?"), None);
     }
 
     #[test]

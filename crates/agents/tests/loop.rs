@@ -1335,16 +1335,38 @@ fn corroboration_by_another_document_verifies() {
     }
     assert!(!r.abstained && r.answer.contains("1889"), "{why}");
 
-    // The same statement with another year: a contradiction, not a corroboration.
+    // The same statement with another year: a dispute, not a corroboration. Both sides
+    // stay, and the answer states the conflict, citing both, instead of picking one.
     let r = ask(&o, q, &opts("contra"));
     let why = summary(&r);
     for t in ["Eiffel Tower", "Paris history"] {
         let g = verdicts_of(&r, t);
         assert_eq!(g.len(), 1, "{t}: {why}");
-        assert_eq!(g[0].verdict, Verdict::Dropped, "{t}: {why}");
-        assert!(g[0].reason.contains("contradicted"), "{t}: {why}");
+        assert_eq!(g[0].verdict, Verdict::Verified, "{t}: {why}");
+        assert!(g[0].reason.contains("disputed by"), "{t}: {why}");
+        assert!(!g[0].reason.contains("corroborated"), "{t}: {why}");
     }
-    assert!(r.abstained, "{why}");
+    assert!(!r.abstained, "{why}");
+    assert_eq!(r.conflicts.len(), 1, "{why}");
+    let c = &r.conflicts[0];
+    assert_eq!(c.about, "date", "{why}");
+    assert_eq!(c.sides.len(), 2, "{why}");
+    assert!(
+        c.sides
+            .iter()
+            .all(|s| s.sources == 1 && !s.citations.is_empty()),
+        "{why}"
+    );
+    assert!(r.answer.contains("disagree"), "{why}");
+    assert!(
+        r.answer.contains("1889") && r.answer.contains("1887"),
+        "{why}"
+    );
+    let cited: Vec<&str> = r.citations.iter().map(|c| c.title.as_str()).collect();
+    assert!(
+        cited.contains(&"Eiffel Tower") && cited.contains(&"Paris history"),
+        "{why}"
+    );
 }
 
 /// The real llama.cpp server the test script starts (`NEURALCORE_TEST_LLM_URL`), or
@@ -1893,8 +1915,8 @@ fn session_summaries_fit_their_budget_or_fall_back_to_the_rules() {
     // Over the budget: cut after the last sentence that fits.
     let mut s = long_session();
     let long = format!(
-        "The user asked about tides.  It was\n the moon. {}.",
-        "word ".repeat(100)
+        "The user asked about tides.  It was\n the moon. More{}.",
+        " word".repeat(100)
     );
     s.fold_with(300, |_| Ok(long.clone()));
     assert_eq!(
@@ -2340,7 +2362,7 @@ fn an_answer_touching_contradicting_memories_states_the_conflict() {
     assert!(!r.abstained, "{why}");
     assert!(r.answer.contains("disagree"), "{why}");
     assert!(
-        r.answer.contains("two approvals") && r.answer.contains("three approvals"),
+        r.answer.contains("two") && r.answer.contains("three"),
         "{why}"
     );
     let note = r
@@ -2348,8 +2370,203 @@ fn an_answer_touching_contradicting_memories_states_the_conflict() {
         .iter()
         .find(|s| s.text.contains("disagree"))
         .unwrap();
-    assert!(note.text.contains("flagged as the lower-trust side"));
-    // The lower-trust side is the one named as flagged.
-    let flagged_part = note.text.split("contradicts").nth(1).unwrap();
-    assert!(flagged_part.contains("three approvals"), "{}", note.text);
+    // Weighed by trust, the same way as documents that disagree: the confirmed memory
+    // first, the other named as the lower-trust side.
+    assert_eq!(r.conflicts.len(), 1, "{why}");
+    let c = &r.conflicts[0];
+    assert!(c.sides[0].trust > c.sides[1].trust, "{c:?}");
+    assert!(c.sides[0].value.contains("two"), "{c:?}");
+    let flagged = note.text.rsplit(';').next().unwrap();
+    assert!(
+        flagged.contains("three") && flagged.contains("lower-trust side"),
+        "{}",
+        note.text
+    );
+}
+
+/// A question about two things: each aspect is retrieved and graded on its own, and the
+/// answer covers both (issue 15: "... and what is the borrow checker?" was one query,
+/// graded as a whole, and abstained).
+#[test]
+fn a_question_about_two_things_answers_each_aspect() {
+    let kb = shared();
+    let o = plain(kb);
+    let r = ask(
+        &o,
+        "When was the Eiffel Tower completed, and how high does Mount Kilimanjaro rise?",
+        &opts("default"),
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(
+        r.answer.contains("1889") && r.answer.contains("5895"),
+        "{why}"
+    );
+    assert_eq!(r.aspects.len(), 2, "{why}");
+    assert!(
+        r.aspects
+            .iter()
+            .all(|a| a.covered && !a.citations.is_empty()),
+        "{why}"
+    );
+    assert_eq!(
+        r.iterations[0].plan.as_ref().map(|p| p.task.as_str()),
+        Some("multi-aspect")
+    );
+}
+
+/// An aspect the documents do not answer is named, and the rest is still answered: a
+/// partial answer with a clear gap, not a blanket abstention.
+#[test]
+fn an_aspect_without_evidence_is_named_instead_of_abstaining() {
+    let kb = shared();
+    let o = plain(kb);
+    let r = ask(
+        &o,
+        "When was the Eiffel Tower completed? And who invented the telephone?",
+        &opts("default"),
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(r.answer.contains("1889"), "{why}");
+    let gap = r
+        .aspects
+        .iter()
+        .find(|a| a.aspect.contains("telephone"))
+        .unwrap();
+    assert!(!gap.covered, "{why}");
+    assert!(
+        r.answer
+            .contains("does not answer \"Who invented the telephone?\""),
+        "{why}"
+    );
+}
+
+/// An extractive answer is a sentence a reader can take alone: one that opens with a
+/// pronoun takes the sentence naming its subject along (issue 15: "They are caused by
+/// the gravitational pull ..." answering "What causes the tides?").
+#[test]
+fn an_answer_sentence_keeps_its_subject() {
+    let kb = shared();
+    let o = plain(kb);
+    let r = ask(
+        &o,
+        "Which company built the Eiffel Tower?",
+        &opts("default"),
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(r.answer.contains("Gustave Eiffel"), "{why}");
+    let s = r
+        .sentences
+        .iter()
+        .find(|s| s.text.contains("Gustave"))
+        .unwrap();
+    assert!(
+        s.text.starts_with("The Eiffel Tower was completed"),
+        "{why}"
+    );
+    for s in &r.sentences {
+        assert!(
+            !neuralcore_core::sentence::is_fragment(&s.text),
+            "{}",
+            s.text
+        );
+    }
+    // The citation spans both sentences.
+    let c = &r.citations[s.citations[0] - 1];
+    assert!(
+        c.text.starts_with("The Eiffel Tower") && c.text.contains("Gustave"),
+        "{c:?}"
+    );
+}
+
+/// Two independent documents state one year for the Eiffel Tower, a third another
+/// (collection `votes`).
+fn votes_kb() -> Kb {
+    let fact = (
+        "eiffel.md",
+        "# Eiffel Tower\n\nThe Eiffel Tower in Paris was completed in 1889 by the company \
+         of Gustave Eiffel.\n",
+    );
+    let again = (
+        "history.md",
+        "# Paris history\n\nIn Paris, the Eiffel Tower was completed in 1889 by the company \
+         of Gustave Eiffel.\n",
+    );
+    let other = (
+        "almanac.md",
+        "# Tower almanac\n\nThe Eiffel Tower in Paris was completed in 1887 by the company \
+         of Gustave Eiffel.\n",
+    );
+    let docs = [other, fact, again, BREAD, TIDES];
+    kb(|_| {}, &[("votes", &docs)])
+}
+
+/// Documents that disagree: two independent sources state one year, one another; the
+/// answer leads with the better-supported side, says the sources disagree, cites every
+/// side, and weighs them by their sources.
+#[test]
+fn disagreeing_documents_are_weighed_and_stated() {
+    let kb = votes_kb();
+    let o = plain(&kb);
+    let r = ask(
+        &o,
+        "When was the Eiffel Tower in Paris completed?",
+        &opts("votes"),
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert_eq!(r.conflicts.len(), 1, "{why}");
+    let c = &r.conflicts[0];
+    assert_eq!(c.sides.len(), 2, "{c:?}");
+    assert_eq!(
+        (c.sides[0].value.as_str(), c.sides[0].sources),
+        ("1889", 2),
+        "{c:?}"
+    );
+    assert_eq!(
+        (c.sides[1].value.as_str(), c.sides[1].sources),
+        ("1887", 1),
+        "{c:?}"
+    );
+    assert!(c.weighing.contains("2 sources state \"1889\""), "{c:?}");
+    // The answer leads with the better-supported side and states the conflict.
+    assert!(r.sentences[0].text.contains("1889"), "{why}");
+    assert!(
+        r.answer.contains("disagree") && r.answer.contains("1887"),
+        "{why}"
+    );
+    let titles: Vec<&str> = r.citations.iter().map(|c| c.title.as_str()).collect();
+    assert!(titles.contains(&"Tower almanac"), "{why}");
+}
+
+/// With the real LLM, documents that disagree: the prompt names the disagreement, and
+/// the answer states it (the LLM's words, or the loop's note when the LLM did not, or
+/// the extractive fallback's), citing both sides.
+#[test]
+fn real_llm_answer_states_disagreeing_documents() {
+    let Some(llm) = real_llm() else {
+        return;
+    };
+    let kb = votes_kb();
+    let o = with_llm(&kb, Arc::new(llm));
+    let r = o
+        .ask(
+            "real-llm-votes",
+            "When was the Eiffel Tower in Paris completed?",
+            &AskOptions {
+                deadline_ms: Some(120_000),
+                ..opts("votes")
+            },
+        )
+        .unwrap();
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert_eq!(r.conflicts.len(), 1, "{why}");
+    assert!(r.answer.contains("disagree"), "{why}");
+    assert!(
+        r.answer.contains("1889") && r.answer.contains("1887"),
+        "{why}"
+    );
 }

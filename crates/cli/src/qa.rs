@@ -1,6 +1,7 @@
-//! `neuralcore eval qa` (answer quality over SQuAD 2.0 / HotpotQA, ablations side by
-//! side) and `neuralcore calibrate` (fit the grader's weights and thresholds on a
-//! labelled set).
+//! `neuralcore eval qa` (answer quality over SQuAD 2.0 / HotpotQA and the sets derived
+//! from SQuAD, ablations side by side; `--derive` writes a derived set, `--score`
+//! re-scores a per-question file without the engine) and `neuralcore calibrate` (fit the
+//! grader's weights and thresholds on a labelled set).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -15,8 +16,9 @@ use neuralcore_agents::{AskOptions, Orchestrator, Switches};
 use neuralcore_core::{parse_doc_id, DocKey};
 use neuralcore_engine::{Engine, SearchOptions};
 use neuralcore_eval::{
-    answer_contains, load_qa_limited, load_squad2, qa_file, render_side_by_side, score,
-    BeirDataset, Citation, QaOutcome, QaReport, QaSet,
+    answer_contains, derive_aspects, derive_conflicts, load_qa_limited, load_squad2, qa_file,
+    read_qa_lines, render_side_by_side, score, score_lines, BeirDataset, Citation, DeriveOptions,
+    EngineAspect, QaLine, QaOutcome, QaReport, QaSet,
 };
 
 /// One configuration of the loop to evaluate.
@@ -154,6 +156,166 @@ pub fn prepare(
     Ok(ids)
 }
 
+/// The sets `eval qa --derive` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeriveKind {
+    /// Conflicts, one true source against one false: each question's paragraph and a
+    /// copy with the answer swapped.
+    Conflicts,
+    /// Conflicts, two true sources against one false: also an excerpt of the paragraph.
+    #[value(name = "conflicts-2v1")]
+    Conflicts2v1,
+    /// Multi-aspect questions: two questions of different articles joined into one.
+    Aspects,
+}
+
+/// What `eval qa --derive` was asked.
+pub struct DeriveArgs<'a> {
+    pub path: &'a Path,
+    pub articles: Option<&'a str>,
+    pub kind: DeriveKind,
+    pub out: &'a Path,
+    pub questions: Option<usize>,
+    pub seed: u64,
+}
+
+/// `eval qa --derive KIND --out FILE`: write a derived set (SQuAD 2.0 JSON).
+pub fn derive_set(json: bool, quiet: bool, a: DeriveArgs<'_>) -> Result<()> {
+    let DeriveArgs {
+        path,
+        articles,
+        kind,
+        out,
+        questions,
+        seed,
+    } = a;
+    let file = qa_file(path)?;
+    let opts = DeriveOptions {
+        articles: articles.map(parse_range).transpose()?,
+        questions: questions.unwrap_or(match kind {
+            DeriveKind::Aspects => 100,
+            _ => 150,
+        }),
+        seed,
+        true_sources: if kind == DeriveKind::Conflicts2v1 {
+            2
+        } else {
+            1
+        },
+    };
+    let d = match kind {
+        DeriveKind::Aspects => derive_aspects(&file, &opts)?,
+        _ => derive_conflicts(&file, &opts)?,
+    };
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(out, d.to_json_string())
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "out": out.display().to_string(),
+                "derived": d.json["derived"],
+                "questions": d.questions,
+                "passages": d.passages,
+                "skipped": d.skipped,
+            }))?
+        );
+    } else if !quiet {
+        let types = d
+            .by_type
+            .iter()
+            .map(|(t, n)| format!("{n} {t}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "wrote {} questions{} and {} passages to {}",
+            d.questions,
+            if types.is_empty() {
+                String::new()
+            } else {
+                format!(" ({types})")
+            },
+            d.passages,
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// `eval qa FILE --score PER_QUESTION.jsonl`: score the per-question lines of a run (of
+/// this build or an older one) against a set, one column per configuration; with
+/// `relabelled`, write the lines again with this build's labels (correct, fragments,
+/// conflict outcome, aspects answered).
+pub fn score_file(
+    json: bool,
+    quiet: bool,
+    path: &Path,
+    articles: Option<&str>,
+    limit: Option<usize>,
+    per_question: &Path,
+    relabelled: Option<&Path>,
+) -> Result<()> {
+    let set = load(path, articles, limit)?;
+    if !quiet && !json {
+        for w in &set.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let lines = read_qa_lines(per_question)?;
+    let rows = score_lines(&set, &lines);
+    if rows.is_empty() {
+        anyhow::bail!("{} holds no per-question lines", per_question.display());
+    }
+    if let Some(out) = relabelled {
+        let by_id: HashMap<&str, &neuralcore_eval::QaQuestion> =
+            set.questions.iter().map(|q| (q.id.as_str(), q)).collect();
+        let mut w = std::io::BufWriter::new(
+            std::fs::File::create(out)
+                .with_context(|| format!("cannot write {}", out.display()))?,
+        );
+        for l in &lines {
+            let Some(q) = by_id.get(l.id.as_str()) else {
+                continue;
+            };
+            let mut fresh = QaLine::new(&l.ablation, q, &l.outcome());
+            fresh.citations.clone_from(&l.citations);
+            fresh.verdicts = l.verdicts.clone();
+            fresh.engine_conflicts = l.engine_conflicts.clone();
+            writeln!(w, "{}", serde_json::to_string(&fresh)?)?;
+        }
+        w.flush()?;
+    }
+    let no_citations = lines.iter().any(|l| l.citations.is_none());
+    if json {
+        let v = serde_json::json!({
+            "dataset": path.display().to_string(),
+            "set": set.name,
+            "articles": articles,
+            "questions": set.questions.len(),
+            "scored_from": per_question.display().to_string(),
+            "runs": rows.iter().map(|(l, r)| serde_json::json!({"ablation": l, "report": r})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{} ({}): {} questions, {} passages; scored from {}",
+            set.name,
+            path.display(),
+            set.questions.len(),
+            set.passages.len(),
+            per_question.display()
+        );
+        print!("{}", render_side_by_side(&rows));
+        if no_citations && !quiet {
+            println!("(citations not recorded in some lines: citation metrics unknown there)");
+        }
+    }
+    Ok(())
+}
+
 /// What `eval qa` was asked.
 pub struct QaArgs {
     pub path: PathBuf,
@@ -173,10 +335,19 @@ pub fn eval_qa(
 ) -> Result<()> {
     let set = load(&args.path, args.articles.as_deref(), args.limit)?;
     let engine = &o.services.engine;
+    // A derived set is named after its file, so it never shares a collection with the
+    // set it was derived from (or another derived set) in one data dir.
+    let derived = set
+        .questions
+        .iter()
+        .any(|q| !q.counterfactual.is_empty() || !q.aspects.is_empty());
+    let name = match args.path.file_stem() {
+        Some(stem) if derived && !args.path.is_dir() => stem.to_string_lossy().into_owned(),
+        _ => set.name.clone(),
+    };
     let collection = format!(
         "qa-{}",
-        set.name
-            .chars()
+        name.chars()
             .map(|c| if c.is_ascii_alphanumeric() {
                 c.to_ascii_lowercase()
             } else {
@@ -223,6 +394,19 @@ pub fn eval_qa(
             let r = o.ask(&run_id, &q.question, &opts)?;
             let latency_ms = start.elapsed().as_secs_f64() * 1e3;
             o.mind.drop_run(&run_id)?;
+            // A multi-aspect question's aspects, each asked alone: the joined question
+            // is judged against what the engine can answer at all.
+            let mut aspects_alone = None;
+            if !q.aspects.is_empty() {
+                let mut alone = Vec::with_capacity(q.aspects.len());
+                for (k, a) in q.aspects.iter().enumerate() {
+                    let run_id = format!("{run_id}-aspect-{k}");
+                    let ra = o.ask(&run_id, &a.question, &opts)?;
+                    o.mind.drop_run(&run_id)?;
+                    alone.push(!ra.abstained && answer_contains(&ra.answer, &a.answers));
+                }
+                aspects_alone = Some(alone);
+            }
             let answer: String = r
                 .sentences
                 .iter()
@@ -256,20 +440,35 @@ pub fn eval_qa(
                 retrieved_passages: retrieved,
                 iterations: r.budget.iterations,
                 latency_ms,
+                conflicts_reported: Some(r.conflicts.len()),
+                aspects_reported: Some(
+                    r.aspects
+                        .iter()
+                        .map(|a| EngineAspect {
+                            aspect: a.aspect.clone(),
+                            covered: a.covered,
+                        })
+                        .collect(),
+                ),
+                aspects_alone,
             };
             if let Some(f) = out.as_mut() {
-                let line = serde_json::json!({
-                    "ablation": ab.label, "id": q.id, "question": q.question,
-                    "answerable": q.answerable, "gold": q.answers,
-                    "abstained": outcome.abstained, "answer": outcome.answer,
-                    "correct": q.answerable && !outcome.abstained && answer_contains(&outcome.answer, &q.answers),
-                    "iterations": outcome.iterations, "latency_ms": latency_ms,
-                    "verdicts": r.verdicts.iter().map(|g| serde_json::json!({
-                        "passage": pid(&g.doc), "verdict": g.verdict, "score": g.score, "query": g.query,
-                    })).collect::<Vec<_>>(),
-                    "retrieved": outcome.retrieved_passages,
-                });
-                writeln!(f, "{line}")?;
+                let mut line = QaLine::new(&ab.label, q, &outcome);
+                line.verdicts = serde_json::Value::Array(
+                    r.verdicts
+                        .iter()
+                        .map(|g| {
+                            serde_json::json!({
+                                "passage": pid(&g.doc), "verdict": g.verdict, "score": g.score,
+                                "query": g.query,
+                            })
+                        })
+                        .collect(),
+                );
+                if !r.conflicts.is_empty() {
+                    line.engine_conflicts = serde_json::to_value(&r.conflicts)?;
+                }
+                writeln!(f, "{}", serde_json::to_string(&line)?)?;
             }
             outcomes.push(outcome);
         }

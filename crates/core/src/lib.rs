@@ -11,9 +11,9 @@ pub mod bm25;
 pub mod error;
 pub mod logistic;
 pub mod model;
+pub mod sentence;
 pub mod stopwords;
 pub mod store;
-pub mod sentence;
 pub mod text;
 pub mod types;
 

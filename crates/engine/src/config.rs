@@ -1034,7 +1034,7 @@ impl Config {
         if !self.ingest.csv_delimiter.is_ascii() {
             return bad("ingest.csv_delimiter must be one ASCII character".into());
         }
-        self.analyzer.build().map_err(EngineError::Config)?;
+        neuralcore_core::analysis::Analyzer::new(&self.analyzer).map_err(EngineError::Config)?;
         neuralcore_ingest::walk(&[], &self.ingest.walk()).map_err(EngineError::Config)?;
         Ok(())
     }

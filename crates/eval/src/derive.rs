@@ -72,33 +72,6 @@ impl AnswerType {
     }
 }
 
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
-];
-
 const WEEKDAYS: &[&str] = &[
     "monday",
     "tuesday",
@@ -187,12 +160,12 @@ pub fn answer_type(text: &str) -> Option<AnswerType> {
         }
         let month = lower
             .iter()
-            .filter(|w| MONTHS.contains(&w.trim_end_matches(['.', ','])))
+            .filter(|w| neuralcore_core::text::MONTHS.contains(&w.trim_end_matches(['.', ','])))
             .count();
         if month == 1
             && words.len() <= 4
             && words.iter().zip(&lower).all(|(w, l)| {
-                MONTHS.contains(&l.trim_end_matches(['.', ',']))
+                neuralcore_core::text::MONTHS.contains(&l.trim_end_matches(['.', ',']))
                     || is_day(w)
                     || is_year(w.trim_end_matches(','))
             })
@@ -220,9 +193,10 @@ pub fn answer_type(text: &str) -> Option<AnswerType> {
             .iter()
             .zip(&lower)
             .all(|(w, l)| capital(w) || NAME_JOINERS.contains(&l.as_str()))
-        && !lower
-            .iter()
-            .any(|l| MONTHS.contains(&bare(l).as_str()) || WEEKDAYS.contains(&bare(l).as_str()))
+        && !lower.iter().any(|l| {
+            neuralcore_core::text::MONTHS.contains(&bare(l).as_str())
+                || WEEKDAYS.contains(&bare(l).as_str())
+        })
         && !(words.len() == 1
             && (NAME_JOINERS.contains(&lower[0].as_str())
                 || NOT_NAMES.contains(&bare(&lower[0]).as_str())))
@@ -313,6 +287,36 @@ struct Raw<'v> {
     article: usize,
     paragraph: usize,
     qa: &'v Map<String, Value>,
+}
+
+/// The articles `range` of a SQuAD file as they are, each paragraph carrying the derived
+/// questions `placed` on it (taken out of `placed`), and how many paragraphs they hold.
+fn original_articles(
+    data: &[Value],
+    range: RangeInclusive<usize>,
+    placed: &mut HashMap<(usize, usize), Vec<Value>>,
+) -> (Vec<Value>, usize) {
+    let mut out = Vec::new();
+    let mut passages = 0;
+    for a in range {
+        let paras = data[a]["paragraphs"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        passages += paras.len();
+        let paragraphs: Vec<Value> = paras
+            .iter()
+            .enumerate()
+            .map(|(p, para)| {
+                json!({
+                    "context": para["context"],
+                    "qas": placed.remove(&(a, p)).unwrap_or_default(),
+                })
+            })
+            .collect();
+        out.push(json!({"title": data[a]["title"], "paragraphs": paragraphs}));
+    }
+    (out, passages)
 }
 
 /// The selected articles of `root` (validated by the loader) and the raw question objects
@@ -777,24 +781,7 @@ pub fn derive_conflicts(path: &Path, opts: &DeriveOptions) -> Result<DerivedSet,
             .push(Value::Object(qa));
         *by_type.entry(cand.kind).or_default() += 1;
     }
-    let mut out_data: Vec<Value> = Vec::new();
-    for a in range.clone() {
-        let paras = data[a]["paragraphs"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let paragraphs: Vec<Value> = paras
-            .iter()
-            .enumerate()
-            .map(|(p, para)| {
-                json!({
-                    "context": para["context"],
-                    "qas": placed.remove(&(a, p)).unwrap_or_default(),
-                })
-            })
-            .collect();
-        out_data.push(json!({"title": data[a]["title"], "paragraphs": paragraphs}));
-    }
+    let (mut out_data, _) = original_articles(data, range.clone(), &mut placed);
     for (k, &a) in copy_articles.iter().enumerate() {
         out_data.push(json!({
             "title": format!("{} (another account)", title(a)),
@@ -1055,26 +1042,7 @@ pub fn derive_aspects(path: &Path, opts: &DeriveOptions) -> Result<DerivedSet, E
             .push(qa);
     }
     let data = root["data"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    let mut out_data: Vec<Value> = Vec::new();
-    let mut passages = 0;
-    for a in range.clone() {
-        let paras = data[a]["paragraphs"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        passages += paras.len();
-        let paragraphs: Vec<Value> = paras
-            .iter()
-            .enumerate()
-            .map(|(p, para)| {
-                json!({
-                    "context": para["context"],
-                    "qas": placed.remove(&(a, p)).unwrap_or_default(),
-                })
-            })
-            .collect();
-        out_data.push(json!({"title": data[a]["title"], "paragraphs": paragraphs}));
-    }
+    let (out_data, passages) = original_articles(data, range.clone(), &mut placed);
     let derived = json!({
         "kind": "aspects",
         "source": path.display().to_string(),

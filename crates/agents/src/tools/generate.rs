@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::crag::{
     collapse_ws, jaccard, latest, run_input, sentences, term_set, write_rounded, Answer,
-    AnswerSentence, Citation, Decision, Graded, Plan, Reflection, Strip, Verdict,
+    AnswerSentence, Citation, Decision, Graded, Plan, QueryTerms, Reflection, Strip, Verdict,
 };
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
@@ -128,6 +128,8 @@ impl Tool for GenerateTool {
                         Some(a) => a,
                         None => extractive(ctx, &collection, &strips, n_sent, cfg.mmr_lambda)?,
                     };
+                    attach_conflicts(ctx, &collection, &strips, &mut a)?;
+                    cover_aspects(ctx, &collection, &question, &mut a)?;
                     if note.is_some() {
                         a.note = note;
                     }
@@ -171,6 +173,7 @@ fn sentences_for_task(ctx: &ToolContext<'_>) -> Result<usize, ToolError> {
     let by_task = match latest::<Plan>(ctx.mind, "plan")?.map(|p| p.data.task) {
         Some(t) if t == "factual" => 1,
         Some(t) if t == "comparison" || t == "multi-hop" => 2,
+        Some(t) if t == "multi-aspect" => aspects(ctx, "")?.len().max(2),
         _ => cfg.answer_sentences,
     };
     Ok(by_task.min(cfg.answer_sentences.max(1)))
@@ -190,7 +193,11 @@ pub(crate) fn extractive_from_kept(
         return Ok(None);
     }
     let lambda = ctx.services.engine.config().control.mmr_lambda;
-    extractive(ctx, collection, &strips, sentences_for_task(ctx)?, lambda).map(Some)
+    let mut a = extractive(ctx, collection, &strips, sentences_for_task(ctx)?, lambda)?;
+    attach_conflicts(ctx, collection, &strips, &mut a)?;
+    let question = run_input(ctx.mind)?.0;
+    cover_aspects(ctx, collection, &question, &mut a)?;
+    Ok(Some(a))
 }
 
 /// An abstention that helps: what is missing, the nearest evidence found and why each
@@ -285,9 +292,6 @@ fn why_not_used(g: &Graded) -> String {
     match g.verdict {
         Verdict::Incorrect => format!("judged off-topic{covers}"),
         Verdict::Ambiguous => format!("unsure, and it could not be verified{covers}"),
-        Verdict::Dropped if g.reason.contains("contradicted") => {
-            "dropped: another document contradicts it".into()
-        }
         Verdict::Dropped => "dropped: no other document or web page confirms it".into(),
         Verdict::Correct | Verdict::Verified => {
             "kept, but no answer sentence drawn from it was supported".into()
@@ -431,6 +435,30 @@ pub fn prompt(question: &str, strips: &[Strip]) -> String {
             s.text.trim()
         ));
     }
+    let mut notes = Vec::new();
+    for i in 0..strips.len() {
+        for k in i + 1..strips.len() {
+            if strips[i].evidence.source() == strips[k].evidence.source() {
+                continue;
+            }
+            if let Some(d) = crate::conflict::disagreement(&strips[i].text, &strips[k].text) {
+                notes.push(format!(
+                    "[{}] says \"{}\" where [{}] says \"{}\"",
+                    i + 1,
+                    d.mine,
+                    k + 1,
+                    d.theirs
+                ));
+            }
+        }
+    }
+    if !notes.is_empty() {
+        p.push_str(&format!(
+            "\nThe evidence disagrees: {}. If the answer depends on it, say that the sources \
+             disagree and cite both.\n",
+            notes.join("; ")
+        ));
+    }
     p.push_str(&format!("\nQuestion: {}\nAnswer:", question.trim()));
     p
 }
@@ -555,7 +583,11 @@ pub fn parse_cited(text: &str, strips: &[Strip]) -> Answer {
     a
 }
 
-/// The extractive answer: MMR over the strips, then document order.
+/// The extractive answer: MMR over the strips, then document order. A strip that is a
+/// fragment even with the sentence before it is never chosen; one that opens with a
+/// reference ("They are caused by ...") or in lower case takes the sentence before it
+/// (or its document's title) along, so every answer sentence can be read alone. When
+/// kept evidence disagrees with a chosen strip, the better-supported side leads.
 fn extractive(
     ctx: &ToolContext<'_>,
     collection: &str,
@@ -564,16 +596,51 @@ fn extractive(
     lambda: f32,
 ) -> Result<Answer, ToolError> {
     let engine = &ctx.services.engine;
+    let whole: Vec<Option<Strip>> = strips
+        .iter()
+        .map(|s| self_contained(ctx, s))
+        .collect::<Result<_, _>>()?;
     let sets: Vec<HashSet<String>> = strips
         .iter()
         .map(|s| term_set(engine, collection, &s.text))
         .collect::<Result<_, _>>()?;
     let max = strips.iter().map(|s| s.score).fold(0.0f32, f32::max);
     let mut chosen: Vec<usize> = Vec::new();
-    while chosen.len() < n {
+    // A question about several things: the best strip for each aspect first, judged by
+    // that aspect's own terms (the whole question's terms favour none of them).
+    let several = aspects(ctx, "")?;
+    let titled: Vec<HashSet<String>> = if several.is_empty() {
+        Vec::new()
+    } else {
+        strips
+            .iter()
+            .map(|s| term_set(engine, collection, &format!("{} {}", s.title, s.text)))
+            .collect::<Result<_, _>>()?
+    };
+    let found_by = found_by(ctx)?;
+    for aspect in &several {
+        let q = QueryTerms::new(engine, collection, aspect)?;
+        let best = (0..strips.len())
+            .filter(|&i| !chosen.contains(&i) && whole[i].is_some())
+            .map(|i| (q.coverage(&titled[i]), i))
+            .filter(|&(c, i)| {
+                c >= ASPECT_COVERAGE
+                    || found_by(&strips[i].evidence).as_deref() == Some(aspect.as_str())
+            })
+            .max_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then(strips[b.1].score.total_cmp(&strips[a.1].score))
+            });
+        if let Some((_, i)) = best {
+            chosen.push(i);
+        }
+    }
+    // MMR fills the answer; for several aspects only when none was found (an uncovered
+    // aspect is said to be, not filled with another aspect's evidence).
+    while chosen.len() < n && (several.is_empty() || chosen.is_empty()) {
         let mut best: Option<(f32, usize)> = None;
         for i in 0..strips.len() {
-            if chosen.contains(&i) || strips[i].score < 0.5 * max {
+            if chosen.contains(&i) || strips[i].score < 0.5 * max || whole[i].is_none() {
                 continue;
             }
             let redundancy = chosen
@@ -593,23 +660,281 @@ fn extractive(
             None => break,
         }
     }
+    // The better-supported side of a disagreement leads.
+    let meta = source_meta(ctx, collection)?;
+    for c in chosen.iter_mut() {
+        if let Some((_, sides)) = crate::conflict::strip_sides(strips, *c, &meta) {
+            let top = sides[0].1[0];
+            if !sides[0].1.contains(c) && whole[top].is_some() {
+                *c = top;
+            }
+        }
+    }
     chosen.sort_by(|&a, &b| {
         (strips[a].chunk_rank, strips[a].span.0).cmp(&(strips[b].chunk_rank, strips[b].span.0))
     });
+    chosen.dedup();
     let mut a = Answer {
         method: "extractive".into(),
         ..Default::default()
     };
     for (k, &i) in chosen.iter().enumerate() {
-        a.citations.push(cite(&strips[i], k + 1));
+        let mut s = whole[i].as_ref().unwrap_or(&strips[i]);
+        // The sentence it took along is the one just said: no need to say it twice.
+        if let Some(prev) = a.sentences.last() {
+            if s.text != strips[i].text && collapse_ws(&s.text).starts_with(prev.text.as_str()) {
+                s = &strips[i];
+            }
+        }
+        a.citations.push(cite(s, k + 1));
         a.sentences.push(AnswerSentence {
-            text: crate::crag::collapse_ws(&strips[i].text),
+            text: crate::crag::collapse_ws(&s.text),
             citations: vec![k + 1],
             support: None,
             supported: true,
         });
     }
     Ok(a)
+}
+
+/// The strip as a sentence a reader can take alone, or `None` when it is a fragment
+/// even so. A strip that opens with a reference or in lower case takes the sentence
+/// before it in its chunk along (the cited span grows to hold both); the first sentence
+/// of a chunk that opens with a reference is introduced by its document's title.
+fn self_contained(ctx: &ToolContext<'_>, s: &Strip) -> Result<Option<Strip>, ToolError> {
+    use neuralcore_core::sentence::{is_fragment, opens_with_reference};
+    let text = collapse_ws(&s.text);
+    let lower = text
+        .trim_start_matches(|c: char| !c.is_alphanumeric())
+        .starts_with(char::is_lowercase);
+    if !lower && !opens_with_reference(&text) {
+        return Ok((!is_fragment(&text)).then(|| s.clone()));
+    }
+    if let Some((prev, start)) = sentence_before(ctx, s)? {
+        let joined = format!("{} {}", collapse_ws(&prev), text);
+        if !is_fragment(&joined) {
+            return Ok(Some(Strip {
+                text: joined,
+                span: (start, s.span.1),
+                ..s.clone()
+            }));
+        }
+    }
+    let title = s.title.trim();
+    if !lower && !title.is_empty() {
+        let titled = format!("{title}: {text}");
+        if !is_fragment(&titled) {
+            return Ok(Some(Strip {
+                text: titled,
+                ..s.clone()
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The sentence before a chunk strip in its chunk, with its start (a character offset
+/// in the document).
+fn sentence_before(ctx: &ToolContext<'_>, s: &Strip) -> Result<Option<(String, u64)>, ToolError> {
+    let crate::crag::Evidence::Chunk { doc, ordinal } = &s.evidence else {
+        return Ok(None);
+    };
+    let Some(key) = neuralcore_core::parse_doc_id(doc) else {
+        return Ok(None);
+    };
+    let Some(chunk) = ctx.services.engine.store().chunk(key, *ordinal)? else {
+        return Ok(None);
+    };
+    let base = chunk.span.0;
+    let mut prev = None;
+    for (a, b) in sentences(&chunk.text) {
+        let start = base + crate::crag::char_offset(&chunk.text, a);
+        if start >= s.span.0 {
+            break;
+        }
+        prev = Some((chunk.text[a..b].to_string(), start));
+    }
+    Ok(prev)
+}
+
+/// What the weighing of a conflict knows of a strip's source: a recalled memory's trust,
+/// and the newest creation date in a document's provenance.
+fn source_meta<'a>(
+    ctx: &'a ToolContext<'_>,
+    collection: &'a str,
+) -> Result<impl Fn(&Strip) -> (Option<f32>, Option<String>) + 'a, ToolError> {
+    let recalled: Vec<crate::crag::Recalled> = ctx
+        .mind
+        .read_name("hits")?
+        .into_iter()
+        .find_map(|e| serde_json::from_value(e.value).ok())
+        .unwrap_or_default();
+    Ok(move |s: &Strip| match &s.evidence {
+        crate::crag::Evidence::Memory { id } => (
+            recalled
+                .iter()
+                .find(|r| &r.id == id)
+                .map(|r| r.trust as f32),
+            None,
+        ),
+        crate::crag::Evidence::Chunk { doc, .. } => {
+            let date = neuralcore_core::parse_doc_id(doc)
+                .and_then(|key| ctx.services.engine.store().document(collection, key).ok()?)
+                .and_then(|d| {
+                    d.provenance
+                        .iter()
+                        .filter_map(|p| p.created_at.clone())
+                        .max()
+                });
+            (None, date)
+        }
+    })
+}
+
+/// Share of an aspect's weighted terms a strip (with its document's title) must hold to
+/// answer it.
+const ASPECT_COVERAGE: f32 = 0.5;
+
+/// The aspects of a question about several things (the plan's, without the question
+/// itself); empty for a question about one thing. `question` "" reads it from the run.
+fn aspects(ctx: &ToolContext<'_>, question: &str) -> Result<Vec<String>, ToolError> {
+    let question = if question.is_empty() {
+        run_input(ctx.mind)?.0
+    } else {
+        question.to_string()
+    };
+    Ok(match latest::<Plan>(ctx.mind, "plan")?.map(|p| p.data) {
+        Some(p) if p.task == "multi-aspect" => {
+            p.aspects.into_iter().filter(|a| a != &question).collect()
+        }
+        _ => Vec::new(),
+    })
+}
+
+/// The sub-query whose grade kept each chunk (the aspect it answers, for a question
+/// about several things).
+fn found_by(
+    ctx: &ToolContext<'_>,
+) -> Result<impl Fn(&crate::crag::Evidence) -> Option<String>, ToolError> {
+    let verdicts: Vec<Graded> = latest::<Vec<Graded>>(ctx.mind, "verdicts")?
+        .map(|r| r.data)
+        .unwrap_or_default();
+    Ok(move |e: &crate::crag::Evidence| {
+        let (doc, ordinal) = e.as_chunk()?;
+        verdicts
+            .iter()
+            .find(|g| g.doc == doc && g.ordinal == ordinal && g.verdict.kept())
+            .map(|g| g.query.clone())
+    })
+}
+
+/// Which aspects the answer covers: an aspect is covered by the sentences whose cited
+/// chunk was kept for it, or whose cited text with its document's title (what the text
+/// is about) holds at least [`ASPECT_COVERAGE`] of its weighted terms. The support check may
+/// still take a sentence out; the run's finish counts only supported ones.
+fn cover_aspects(
+    ctx: &ToolContext<'_>,
+    collection: &str,
+    question: &str,
+    a: &mut Answer,
+) -> Result<(), ToolError> {
+    let engine = &ctx.services.engine;
+    a.aspects.clear();
+    let found_by = found_by(ctx)?;
+    for aspect in aspects(ctx, question)? {
+        let q = QueryTerms::new(engine, collection, &aspect)?;
+        let mut citations = Vec::new();
+        for c in &a.citations {
+            let about = format!("{} {}", c.title, c.text);
+            if found_by(&c.evidence).as_deref() == Some(aspect.as_str())
+                || q.coverage(&term_set(engine, collection, &about)?) >= ASPECT_COVERAGE
+            {
+                citations.push(c.n);
+            }
+        }
+        a.aspects.push(crate::crag::AspectCoverage {
+            aspect,
+            covered: !citations.is_empty(),
+            citations,
+        });
+    }
+    Ok(())
+}
+
+/// Conflicts between what the answer cites and the other kept strips: each becomes a
+/// [`crate::crag::Conflict`] on the answer (stated in words after the support check),
+/// and the other sides' strips are added to its citations.
+fn attach_conflicts(
+    ctx: &ToolContext<'_>,
+    collection: &str,
+    strips: &[Strip],
+    a: &mut Answer,
+) -> Result<(), ToolError> {
+    let meta = source_meta(ctx, collection)?;
+    let cited: Vec<(usize, usize)> = a
+        .citations
+        .iter()
+        .filter_map(|c| {
+            strips
+                .iter()
+                .position(|s| {
+                    s.evidence == c.evidence && c.span.0 <= s.span.0 && s.span.1 <= c.span.1
+                })
+                .map(|i| (c.n, i))
+        })
+        .collect();
+    let mut seen: Vec<Vec<usize>> = Vec::new();
+    for &(_, i) in &cited {
+        let Some((about, sides)) = crate::conflict::strip_sides(strips, i, &meta) else {
+            continue;
+        };
+        let mut members: Vec<usize> = sides.iter().flat_map(|s| s.1.clone()).collect();
+        members.sort();
+        if seen.contains(&members) {
+            continue;
+        }
+        seen.push(members);
+        let mut out = Vec::new();
+        for (value, idx) in sides {
+            let mut citations = Vec::new();
+            for &k in &idx {
+                let n = match cited.iter().find(|c| c.1 == k) {
+                    Some(c) => c.0,
+                    None => match a
+                        .citations
+                        .iter()
+                        .find(|c| c.evidence == strips[k].evidence && c.span == strips[k].span)
+                    {
+                        Some(c) => c.n,
+                        None => {
+                            let n = a.citations.len() + 1;
+                            a.citations.push(cite(&strips[k], n));
+                            n
+                        }
+                    },
+                };
+                if !citations.contains(&n) {
+                    citations.push(n);
+                }
+            }
+            let mut sources: Vec<String> =
+                idx.iter().map(|&k| strips[k].evidence.source()).collect();
+            sources.sort();
+            sources.dedup();
+            out.push(crate::conflict::Side {
+                value,
+                citations,
+                sources,
+                trust: idx
+                    .iter()
+                    .filter_map(|&k| meta(&strips[k]).0)
+                    .reduce(f32::max),
+                date: idx.iter().filter_map(|&k| meta(&strips[k]).1).max(),
+            });
+        }
+        a.conflicts.push(crate::conflict::weigh(about, out));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -650,5 +975,33 @@ mod tests {
         let p = prompt("Why?", &[strip("Because.")]);
         assert!(p.contains("[1] (t) Because."));
         assert!(p.ends_with("Question: Why?\nAnswer:"));
+        assert!(!p.contains("disagrees"));
+    }
+
+    #[test]
+    fn the_prompt_names_evidence_that_disagrees() {
+        let mut other = strip("The tower was completed in 1887 in Paris.");
+        other.evidence = Evidence::chunk("0000000000000002", 0);
+        let same_doc = strip("The tower was completed in 1925 in Paris.");
+        let p = prompt(
+            "When was the tower completed?",
+            &[
+                strip("The tower was completed in 1889 in Paris."),
+                other,
+                same_doc,
+            ],
+        );
+        // Sources 1 and 2 disagree; 1 and 3 are one document and are not set against
+        // each other.
+        assert!(
+            p.contains("The evidence disagrees: [1] says \"1889\" where [2] says \"1887\""),
+            "{p}"
+        );
+        assert!(
+            p.contains("[2] says \"1887\" where [3] says \"1925\""),
+            "{p}"
+        );
+        assert!(!p.contains("[1] says \"1889\" where [3]"), "{p}");
+        assert!(p.contains("cite both"), "{p}");
     }
 }

@@ -10,9 +10,11 @@ use std::collections::HashSet;
 
 use serde_json::json;
 
-use crate::crag::{latest, run_input, term_set, write_rounded, Graded, Plan, QueryTerms, Reflection, Strip};
-use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
+use crate::crag::{
+    latest, run_input, term_set, write_rounded, Graded, Plan, QueryTerms, Reflection, Strip,
+};
 use crate::planner::{keywords, names_in};
+use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
 
 /// Reflection on completeness and gaps.
 pub struct ReflectTool(ToolSpec);
@@ -24,7 +26,13 @@ impl Default for ReflectTool {
             namespace: "reflect",
             description: "scores completeness, names the gaps, proposes the next queries",
             roles: &["reflect"],
-            reads: &["input.query", "*.plan", "*.verdicts", "*.strips", "loop.tried"],
+            reads: &[
+                "input.query",
+                "*.plan",
+                "*.verdicts",
+                "*.strips",
+                "loop.tried",
+            ],
             writes: &["report"],
             params: || {
                 json!({"type": "object", "additionalProperties": false, "properties": {
@@ -65,13 +73,42 @@ impl Tool for ReflectTool {
         // Sub-queries with kept evidence.
         // Coverage is of what the question asks (the first plan's aspects), not of the
         // loop's own follow-up queries.
+        let several = plan.as_ref().is_some_and(|p| p.task == "multi-aspect");
         let queries: Vec<String> = plan
-            .map(|p| if p.aspects.is_empty() { p.queries } else { p.aspects })
+            .map(|p| {
+                if p.aspects.is_empty() {
+                    p.queries
+                } else {
+                    p.aspects
+                }
+            })
             .unwrap_or_default();
-        let uncovered: Vec<&String> = queries
-            .iter()
-            .filter(|q| **q != question && !kept.iter().any(|g| &g.query == *q))
-            .collect();
+        // A sub-query is covered by kept evidence it found; an aspect of a question about
+        // several things also by a kept strip that holds most of its terms (found by the
+        // question itself or another aspect).
+        let mut aspects = Vec::new();
+        let mut uncovered: Vec<&String> = Vec::new();
+        for q in queries.iter().filter(|q| **q != question) {
+            let mut covered = kept.iter().any(|g| &g.query == q);
+            if several {
+                let t = QueryTerms::new(engine, &collection, q)?;
+                for s in &strips {
+                    if covered {
+                        break;
+                    }
+                    let about = format!("{} {}", s.title, s.text);
+                    covered = t.coverage(&term_set(engine, &collection, &about)?) >= 0.5;
+                }
+                aspects.push(crate::crag::AspectCoverage {
+                    aspect: q.clone(),
+                    covered,
+                    citations: vec![],
+                });
+            }
+            if !covered {
+                uncovered.push(q);
+            }
+        }
         let sub_total = queries.iter().filter(|q| **q != question).count();
 
         // Question terms the kept strips hold.
@@ -80,7 +117,11 @@ impl Tool for ReflectTool {
         for s in &strips {
             have.extend(term_set(engine, &collection, &s.text)?);
         }
-        let term_cov = if kept.is_empty() { 0.0 } else { q.coverage(&have) };
+        let term_cov = if kept.is_empty() {
+            0.0
+        } else {
+            q.coverage(&have)
+        };
         let completeness = if sub_total > 0 {
             0.5 * term_cov + 0.5 * (sub_total - uncovered.len()) as f32 / sub_total as f32
         } else {
@@ -101,11 +142,17 @@ impl Tool for ReflectTool {
                 missing_words.push(w);
             }
         }
-        let mut gaps: Vec<String> = uncovered.iter().map(|q| format!("no evidence for {q:?}")).collect();
+        let mut gaps: Vec<String> = uncovered
+            .iter()
+            .map(|q| format!("no evidence for {q:?}"))
+            .collect();
         if kept.is_empty() {
             gaps.push("no kept evidence at all".into());
         } else if !missing_words.is_empty() {
-            gaps.push(format!("nothing kept mentions: {}", missing_words.join(", ")));
+            gaps.push(format!(
+                "nothing kept mentions: {}",
+                missing_words.join(", ")
+            ));
         }
         let sufficient = !kept.is_empty() && completeness >= target;
 
@@ -143,11 +190,17 @@ impl Tool for ReflectTool {
             next.dedup();
         }
         let reason = if sufficient {
-            format!("completeness {completeness:.2} >= {target:.2} with {} kept chunks", kept.len())
+            format!(
+                "completeness {completeness:.2} >= {target:.2} with {} kept chunks",
+                kept.len()
+            )
         } else if next.is_empty() {
             format!("completeness {completeness:.2} < {target:.2}, and nothing new to look for")
         } else {
-            format!("completeness {completeness:.2} < {target:.2}: {} follow-up queries", next.len())
+            format!(
+                "completeness {completeness:.2} < {target:.2}: {} follow-up queries",
+                next.len()
+            )
         };
         let r = Reflection {
             completeness,
@@ -156,6 +209,7 @@ impl Tool for ReflectTool {
             next_queries: next,
             kept: kept.len(),
             reason: reason.clone(),
+            aspects,
         };
         let key = write_rounded(ctx, "report", iteration, &r)?;
         Ok(Output::wrote(vec![key], reason))
@@ -163,5 +217,3 @@ impl Tool for ReflectTool {
 }
 
 crate::register_tool!(ReflectTool);
-
-

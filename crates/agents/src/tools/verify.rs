@@ -4,16 +4,16 @@
 //! the knowledge base that says the same thing (found by searching for the chunk's best
 //! sentence), or a web page from a SearxNG
 //! instance (`[web] searxng_url`), fetched, cleaned and graded like a chunk. Supported
-//! → VERIFIED (kept); contradicted (the same statement with other numbers) or
-//! unsupported → DROPPED, with the reason.
-
+//! → VERIFIED (kept); disputed (another document makes the same statement with another
+//! value: both sides stay, and the answer states the conflict) → VERIFIED, with the
+//! dispute in the reason; unsupported → DROPPED, with the reason.
 
 use neuralcore_core::parse_doc_id;
 use neuralcore_engine::{SearchMode, SearchOptions};
 use serde_json::json;
 
 use crate::crag::{
-    kept_texts, latest, linked_by, numbers, run_input, sentences, write_rounded, Graded, Verdict,
+    kept_texts, latest, linked_by, run_input, sentences, write_rounded, Graded, Verdict,
 };
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
@@ -29,7 +29,8 @@ impl Default for VerifyTool {
         VerifyTool(ToolSpec {
             name: "verify",
             namespace: "verify",
-            description: "checks AMBIGUOUS chunks against a second source (another document, the web)",
+            description:
+                "checks AMBIGUOUS chunks against a second source (another document, the web)",
             roles: &["verify"],
             reads: &["input.query", "*.verdicts", "loop.switches"],
             writes: &["verdicts"],
@@ -101,8 +102,9 @@ impl Tool for VerifyTool {
         for i in pending {
             ctx.check()?;
             let g = verdicts[i].clone();
-            let key = parse_doc_id(&g.doc)
-                .ok_or_else(|| ToolError::Permanent(format!("malformed document id {:?}", g.doc)))?;
+            let key = parse_doc_id(&g.doc).ok_or_else(|| {
+                ToolError::Permanent(format!("malformed document id {:?}", g.doc))
+            })?;
             let Some(chunk) = store.chunk(key, g.ordinal)? else {
                 continue;
             };
@@ -154,39 +156,65 @@ impl Tool for VerifyTool {
                     let Some(other) = store.chunk(h.doc, h.ordinal)? else {
                         continue;
                     };
-                    let (agree, agree_sentence) =
-                        grader.features(&claim, &[other.text.as_str()], &[], &[])?.remove(0);
-                    if agree.best_window < AGREEMENT {
-                        continue;
-                    }
-                    let on_topic = grader.score(&question, &[other.text.as_str()], &[], &[])?.remove(0);
-                    if on_topic.score < grader.lower {
-                        continue;
-                    }
+                    let (agree, agree_sentence) = grader
+                        .features(&claim, &[other.text.as_str()], &[], &[])?
+                        .remove(0);
                     let other_sent = sentences(&other.text)
                         .get(agree_sentence)
                         .map(|&(s, e)| other.text[s..e].to_string())
                         .unwrap_or_default();
-                    let (a, b) = (numbers(&claim), numbers(&other_sent));
+                    // A disputing sentence shares the claim's words but its value, and a
+                    // value is a rare term: weighted coverage would miss the dispute.
+                    let disputes = crate::conflict::disagreement(&claim, &other_sent).is_some();
+                    if agree.best_window < AGREEMENT && !disputes {
+                        continue;
+                    }
+                    // On topic: as graded in this run when it was (with its embedding
+                    // cosine and rank), else scored now without them.
+                    let other_id = neuralcore_core::doc_id(h.doc);
+                    let graded = verdicts
+                        .iter()
+                        .find(|v| v.doc == other_id && v.ordinal == h.ordinal)
+                        .map(|v| v.score);
+                    let on_topic = match graded {
+                        Some(s) => s,
+                        None => {
+                            grader
+                                .score(&question, &[other.text.as_str()], &[], &[])?
+                                .remove(0)
+                                .score
+                        }
+                    };
+                    if on_topic < grader.lower {
+                        continue;
+                    }
                     let title = store
                         .document(&collection, h.doc)?
                         .map(|d| d.title)
                         .unwrap_or_default();
                     let id = format!("{}#{}", neuralcore_core::doc_id(h.doc), h.ordinal);
-                    outcome = Some(if !a.is_empty() && !b.is_empty() && a.is_disjoint(&b) {
-                        (
-                            Verdict::Dropped,
-                            format!("contradicted by {title:?} ({id}): the same statement with other figures"),
+                    // Another document making the same statement with another value: the
+                    // chunk is on topic and disputed; both sides stay, and the answer
+                    // states the conflict (crate::conflict).
+                    outcome = Some(
+                        if let Some(d) = crate::conflict::disagreement(&claim, &other_sent) {
+                            (
+                            Verdict::Verified,
+                            format!(
+                                "disputed by {title:?} ({id}): the same statement with another {} ({:?} against {:?})",
+                                d.about, d.mine, d.theirs
+                            ),
                         )
-                    } else {
-                        (
+                        } else {
+                            (
                             Verdict::Verified,
                             format!(
                                 "corroborated by another document, {title:?} ({id}): agreement {:.2}",
                                 agree.best_window
                             ),
                         )
-                    });
+                        },
+                    );
                     break;
                 }
             }
@@ -231,4 +259,3 @@ impl Tool for VerifyTool {
 }
 
 crate::register_tool!(VerifyTool);
-
