@@ -266,24 +266,27 @@ pub fn strip_sides(
     let about = about?;
     let mut sides = vec![(my_value?, mine)];
     sides.extend(others);
-    let sources = |idx: &[usize]| {
-        idx.iter()
+    // Each side's key once (a strip's meta may read the store): independent sources,
+    // trust, newest date; the stable sort keeps the anchor's side first on ties.
+    let key = |idx: &[usize]| {
+        let metas: Vec<(Option<f32>, Option<String>)> =
+            idx.iter().map(|&k| meta(&strips[k])).collect();
+        let sources = idx
+            .iter()
             .map(|&k| strips[k].evidence.source())
             .collect::<HashSet<_>>()
-            .len()
+            .len();
+        let trust = metas.iter().filter_map(|m| m.0).fold(0.0f32, f32::max);
+        let newest = metas.into_iter().filter_map(|m| m.1).max();
+        (sources, trust, newest)
     };
-    let trust = |idx: &[usize]| {
-        idx.iter()
-            .filter_map(|&k| meta(&strips[k]).0)
-            .fold(0.0f32, f32::max)
-    };
-    let newest = |idx: &[usize]| idx.iter().filter_map(|&k| meta(&strips[k]).1).max();
-    sides.sort_by(|a, b| {
-        sources(&b.1)
-            .cmp(&sources(&a.1))
-            .then_with(|| trust(&b.1).total_cmp(&trust(&a.1)))
-            .then_with(|| newest(&b.1).cmp(&newest(&a.1)))
+    let mut keyed: Vec<_> = sides.into_iter().map(|s| (key(&s.1), s)).collect();
+    keyed.sort_by(|(a, _), (b, _)| {
+        b.0.cmp(&a.0)
+            .then_with(|| b.1.total_cmp(&a.1))
+            .then_with(|| b.2.cmp(&a.2))
     });
+    let sides: Vec<StripSide> = keyed.into_iter().map(|(_, s)| s).collect();
     Some((about, sides))
 }
 
