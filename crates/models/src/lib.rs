@@ -6,11 +6,17 @@ pub mod bert;
 pub mod cache;
 pub mod cross;
 pub mod fastbert;
+pub mod hub;
+pub mod hub_fixture;
 pub mod kernels;
 pub mod sentence;
 pub mod testing;
 
-pub use cache::{known, CachedModel, KnownModel, ModelCache, DEFAULT_EMBEDDER, KNOWN_MODELS};
+pub use cache::{
+    known, local_name, CachedModel, KnownModel, ModelCache, PullOptions, Pulled, DEFAULT_EMBEDDER,
+    KNOWN_MODELS,
+};
+pub use hub::{Hub, HubConfig, Snapshot};
 pub use cross::CrossEncoder;
 pub use fastbert::QueryWeights;
 pub use kernels::{detected, isa, isa_from_env, Isa};

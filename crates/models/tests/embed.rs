@@ -242,9 +242,22 @@ fn cache_pulls_from_a_folder_verifies_and_rejects_tampering() {
         .unwrap()
         .next()
         .is_none());
-    // An unknown name needs --from; a folder without weights is refused.
+    // An unknown name is a hub repository id (the hub cannot be reached here: a port
+    // nothing listens on stands for it); a folder without weights is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let unreachable = neuralcore_models::PullOptions {
+        hub: Some(neuralcore_models::HubConfig::from_vars(|k| match k {
+            "HF_ENDPOINT" => Some(format!("http://{closed}")),
+            "HF_HUB_CACHE" => Some(tmp.path().join("hf").display().to_string()),
+            _ => None,
+        })),
+        ..Default::default()
+    };
     assert!(
-        matches!(cache.pull("nope", None, &mut |_| {}), Err(ModelError::NotFound(m)) if m.contains("all-minilm-l6-v2"))
+        matches!(cache.pull_with("nope", &unreachable, &mut |_| {}), Err(ModelError::Fetch(m)) if m.contains("nope") && m.contains("cannot reach"))
     );
     std::fs::remove_file(bad.join("model.safetensors")).unwrap();
     assert!(
