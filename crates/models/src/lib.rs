@@ -9,6 +9,7 @@ pub mod fastbert;
 pub mod hub;
 pub mod hub_fixture;
 pub mod kernels;
+pub mod qa;
 pub mod sentence;
 pub mod testing;
 
@@ -20,4 +21,5 @@ pub use hub::{Hub, HubConfig, Snapshot};
 pub use cross::CrossEncoder;
 pub use fastbert::QueryWeights;
 pub use kernels::{detected, isa, isa_from_env, Isa};
+pub use qa::{QaReader, Reading};
 pub use sentence::{Pooling, SentenceEmbedder};
