@@ -19,6 +19,9 @@ use crate::crag::{FeatureModel, Features, QueryTerms, Verdict};
 pub enum Evaluator {
     /// A cross-encoder's probability.
     Cross(Arc<dyn Reranker>),
+    /// The evaluator `neuralcore train evaluator` fine-tuned (a cross-encoder too, with
+    /// its own thresholds).
+    Trained(Arc<dyn Reranker>),
     /// The logistic feature model.
     Features(FeatureModel),
 }
@@ -28,6 +31,7 @@ impl Evaluator {
     pub fn name(&self) -> &'static str {
         match self {
             Evaluator::Cross(_) => "cross-encoder",
+            Evaluator::Trained(_) => "trained",
             Evaluator::Features(_) => "features",
         }
     }
@@ -59,9 +63,9 @@ pub struct Grader<'a> {
 }
 
 impl<'a> Grader<'a> {
-    /// The configured evaluator for `collection` (`auto`: the cross-encoder when
-    /// present, else features; `llm` is handled by the grading tool and falls back to
-    /// this one).
+    /// The configured evaluator for `collection` (`auto`: the trained evaluator when
+    /// present, else the cross-encoder when present, else features; `llm` is handled by
+    /// the grading tool and falls back to this one).
     pub fn new(engine: &'a Engine, collection: &'a str) -> Self {
         let cfg: &GradeConfig = &engine.config().grade;
         let features = || {
@@ -70,22 +74,32 @@ impl<'a> Grader<'a> {
                 weights: cfg.weights.clone(),
             })
         };
+        let cross = |want: &str, tried: Option<String>| match engine.reranker_status() {
+            Ok(r) => (Evaluator::Cross(r), tried),
+            Err(why) => (
+                features(),
+                Some(if want == "cross-encoder" {
+                    format!("grade.evaluator is cross-encoder but {why}: using features")
+                } else {
+                    "no trained evaluator or cross-encoder model: grading with the feature evaluator"
+                        .to_string()
+                }),
+            ),
+        };
         let (evaluator, note) = match cfg.evaluator.as_str() {
             "features" | "llm" => (features(), None),
-            want => match engine.reranker_status() {
-                Ok(r) => (Evaluator::Cross(r), None),
-                Err(why) => (
-                    features(),
-                    Some(if want == "cross-encoder" {
-                        format!("grade.evaluator is cross-encoder but {why}: using features")
-                    } else {
-                        "no cross-encoder model: grading with the feature evaluator".to_string()
-                    }),
-                ),
+            "cross-encoder" => cross("cross-encoder", None),
+            want => match engine.trained_evaluator_status() {
+                Ok(r) => (Evaluator::Trained(r), None),
+                Err(why) if want == "trained" => {
+                    cross(want, Some(format!("grade.evaluator is trained but {why}")))
+                }
+                Err(_) => cross(want, None),
             },
         };
         let (upper, lower) = match evaluator {
             Evaluator::Cross(_) => (cfg.cross_upper, cfg.cross_lower),
+            Evaluator::Trained(_) => (cfg.trained_upper, cfg.trained_lower),
             Evaluator::Features(_) => (cfg.upper, cfg.lower),
         };
         Grader {
@@ -155,7 +169,7 @@ impl<'a> Grader<'a> {
                     s.score = m.score(&s.features);
                 }
             }
-            Evaluator::Cross(r) => {
+            Evaluator::Cross(r) | Evaluator::Trained(r) => {
                 let scores = r
                     .score(query, passages)
                     .map_err(|e| EngineError::Model(e.to_string()))?;

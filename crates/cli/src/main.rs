@@ -10,6 +10,7 @@ mod memory;
 mod output;
 mod qa;
 mod remote;
+mod train;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -180,6 +181,12 @@ enum Command {
         /// Print, do not write the config.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Train models on CPU from labelled data (the held-out curve is printed per epoch;
+    /// run it again to resume from the last checkpoint).
+    Train {
+        #[command(subcommand)]
+        what: TrainCommand,
     },
     /// Answer a question from a collection, with numbered citations.
     ///
@@ -455,6 +462,14 @@ enum EvalCommand {
         #[arg(long, default_value_t = 15)]
         seed: u64,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum TrainCommand {
+    /// Fine-tune the relevance evaluator (a cross-encoder over the MiniLM base: its top
+    /// layers, pooler and a classifier) on (question, passage, label) pairs; written to
+    /// <model dir>/neuralcore-evaluator, which `grade.evaluator = "auto"` then uses.
+    Evaluator(train::TrainEvaluatorArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -998,6 +1013,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             memory::run(g.json, engine, &g.data_dir, what)
         }
         Command::Models { what } => models(g, what),
+        Command::Train {
+            what: TrainCommand::Evaluator(a),
+        } => {
+            let cfg = load_config(g)?;
+            let model_dir = if cfg.embedding.model_dir.is_empty() {
+                g.data_dir.join("models")
+            } else {
+                PathBuf::from(&cfg.embedding.model_dir)
+            };
+            train::run(&model_dir, a, g.quiet, g.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tools {
             what: ToolsCommand::List,
         } => agents::tools_list(g.json),

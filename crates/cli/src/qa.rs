@@ -617,7 +617,10 @@ pub fn calibrate(
     // The evaluator the loop's grader would use: its scores (cross-encoder) or its
     // features (to fit the feature model).
     let grader = Grader::new(engine, &collection);
-    let cross = matches!(grader.evaluator, Evaluator::Cross(_));
+    let cross = matches!(
+        grader.evaluator,
+        Evaluator::Cross(_) | Evaluator::Trained(_)
+    );
     let mut samples = Vec::new();
     for (qi, (q, cands)) in pairs.iter().enumerate() {
         let keys: Vec<(DocKey, u32)> = cands.iter().map(|c| (c.0, c.1)).collect();
@@ -725,7 +728,7 @@ pub fn calibrate(
         })
         .map(|r| r.t)
         .unwrap_or(0.0);
-    let evaluator = if cross { "cross-encoder" } else { "features" };
+    let evaluator = grader.evaluator.name();
     if json {
         println!(
             "{}",
@@ -869,10 +872,10 @@ fn write_grade_config(
             ),
         );
     }
-    let (u, l) = if evaluator == "cross-encoder" {
-        ("cross_upper", "cross_lower")
-    } else {
-        ("upper", "lower")
+    let (u, l) = match evaluator {
+        "cross-encoder" => ("cross_upper", "cross_lower"),
+        "trained" => ("trained_upper", "trained_lower"),
+        _ => ("upper", "lower"),
     };
     grade.insert(u.into(), toml::Value::Float(round(upper)));
     grade.insert(l.into(), toml::Value::Float(round(lower)));

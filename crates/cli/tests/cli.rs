@@ -1297,6 +1297,98 @@ fn models_pull_from_a_hub_fixture_server_then_from_the_hf_cache() {
     }
 }
 
+/// `train evaluator` end to end on the tiny random BERT of the models crate's fixtures
+/// (the real run is in the closing note: it takes minutes), then bad input.
+#[test]
+fn train_evaluator_from_pairs_then_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let models = tmp.path().join("models");
+    let tiny =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures/tiny-cross-encoder");
+    std::fs::create_dir_all(models.join("tiny")).unwrap();
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(tiny.join(f), models.join("tiny").join(f)).unwrap();
+    }
+    let mut lines = String::new();
+    for i in 0..60 {
+        let (passage, label) = if i % 2 == 0 {
+            ("the moon pull causes the tide", 1)
+        } else {
+            ("yeast and flour make bread dough", 0)
+        };
+        lines.push_str(&format!(
+            "{{\"question\":\"what causes tides {i}\",\"passage\":\"{passage}\",\"label\":{label}}}\n"
+        ));
+    }
+    write(&tmp.path().join("pairs.jsonl"), &lines);
+    let train = |extra: &[&str]| {
+        bin()
+            .env("NEURALCORE_EMBEDDING_MODEL_DIR", &models)
+            .args(["--json", "--data-dir"])
+            .arg(tmp.path().join("data"))
+            .args([
+                "train",
+                "evaluator",
+                "--epochs",
+                "2",
+                "--lr",
+                "0.003",
+                "--max-length",
+                "48",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let pairs = tmp.path().join("pairs.jsonl");
+    let v = json(&train(&[
+        "--base",
+        "tiny",
+        "--pairs",
+        pairs.to_str().unwrap(),
+    ]));
+    assert_eq!(v["manifest"]["curve"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["manifest"]["base"], "tiny");
+    // Where `grade.evaluator = "auto"` finds it.
+    assert!(models
+        .join("neuralcore-evaluator/evaluator.safetensors")
+        .is_file());
+    assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
+
+    // Bad input: no data, a bad line, one class, a missing base.
+    let out = train(&["--base", "tiny"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no training data"));
+    write(
+        &tmp.path().join("bad.jsonl"),
+        "{\"question\":\"q\",\"passage\":\"p\",\"label\":1}\n{\"question\":\"q\"}\n",
+    );
+    let bad = tmp.path().join("bad.jsonl");
+    let out = train(&["--base", "tiny", "--pairs", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(":2:") && err.contains("passage"),
+        "{err}"
+    );
+    write(
+        &tmp.path().join("one.jsonl"),
+        "{\"question\":\"q\",\"passage\":\"p\",\"label\":1}\n",
+    );
+    let one = tmp.path().join("one.jsonl");
+    let out = train(&["--base", "tiny", "--pairs", one.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("all 1 pairs are relevant"),
+        "{err}"
+    );
+    let out = train(&["--pairs", pairs.to_str().unwrap(), "--base", "nowhere"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("models pull"),
+        "{err}"
+    );
+}
+
 /// `neuralcore serve` on a free loopback port; its address.
 fn start_server(data: &Path) -> (std::process::Child, String) {
     start_server_with(data, &[])

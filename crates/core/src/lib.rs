@@ -11,6 +11,7 @@ pub mod bm25;
 pub mod error;
 pub mod logistic;
 pub mod model;
+pub mod pairs;
 pub mod sentence;
 pub mod stopwords;
 pub mod store;

@@ -237,6 +237,11 @@ pub struct GradeConfig {
     pub cross_upper: f32,
     /// See `cross_upper`.
     pub cross_lower: f32,
+    /// The same two thresholds for the trained evaluator's score
+    /// (`neuralcore train evaluator`, then `neuralcore calibrate`).
+    pub trained_upper: f32,
+    /// See `trained_upper`.
+    pub trained_lower: f32,
 }
 
 impl Default for GradeConfig {
@@ -252,6 +257,8 @@ impl Default for GradeConfig {
             lower: 0.5,
             cross_upper: 0.7,
             cross_lower: 0.1,
+            trained_upper: 0.7,
+            trained_lower: 0.3,
         }
     }
 }
@@ -710,8 +717,9 @@ max_value_bytes = 1048576
 dirs = ["agents"]
 
 [grade]
-# The CRAG evaluator: "auto" (the cross-encoder when its model is pulled, else
-# "features"), "cross-encoder", "features" or "llm" (needs [llm]).
+# The CRAG evaluator: "auto" (the trained evaluator when `neuralcore train evaluator`
+# has written one, else the cross-encoder when its model is pulled, else "features"),
+# "trained", "cross-encoder", "features" or "llm" (needs [llm]).
 evaluator = "auto"
 # Chunks graded per sub-query (the top of the fused list).
 top_k = 10
@@ -731,6 +739,9 @@ lower = 0.5
 # The same thresholds for the cross-encoder's score.
 cross_upper = 0.7
 cross_lower = 0.1
+# The same thresholds for the trained evaluator's score.
+trained_upper = 0.7
+trained_lower = 0.3
 
 [loop]
 # Most iterations of retrieve -> grade -> verify -> refine -> generate -> reflect.
@@ -949,9 +960,10 @@ impl Config {
             return bad("memory.rerank_depth must be at least 1 when memory.rerank is on".into());
         }
         let g = &self.grade;
-        if !["auto", "cross-encoder", "features", "llm"].contains(&g.evaluator.as_str()) {
+        if !["auto", "trained", "cross-encoder", "features", "llm"].contains(&g.evaluator.as_str())
+        {
             return bad(format!(
-                "grade.evaluator must be auto, cross-encoder, features or llm (got {:?})",
+                "grade.evaluator must be auto, trained, cross-encoder, features or llm (got {:?})",
                 g.evaluator
             ));
         }

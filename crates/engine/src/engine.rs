@@ -37,6 +37,8 @@ pub struct Engine {
     pub(crate) embedder: OnceLock<Result<Arc<dyn Embedder>, String>>,
     pub(crate) vectors: Mutex<HashMap<String, Arc<VectorIndex>>>,
     pub(crate) reranker: OnceLock<Result<Arc<dyn Reranker>, String>>,
+    /// The evaluator `neuralcore train evaluator` wrote, loaded on first use.
+    pub(crate) trained_evaluator: OnceLock<Result<Arc<dyn Reranker>, String>>,
     pub(crate) query_cache: Mutex<crate::vectors::QueryCache>,
 }
 
@@ -103,6 +105,7 @@ impl Engine {
             embedder: OnceLock::new(),
             vectors: Mutex::new(HashMap::new()),
             reranker: OnceLock::new(),
+            trained_evaluator: OnceLock::new(),
             query_cache: Mutex::new(crate::vectors::QueryCache::new(QUERY_CACHE)),
         }
     }

@@ -24,7 +24,7 @@ pub use config::{
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
 pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
-pub use vectors::embed_text;
+pub use vectors::{embed_text, TRAINED_EVALUATOR};
 
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]

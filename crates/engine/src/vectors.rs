@@ -38,6 +38,9 @@ pub(crate) struct PendingVector {
     pub text: String,
 }
 
+/// The model-cache folder of the evaluator `neuralcore train evaluator` writes.
+pub const TRAINED_EVALUATOR: &str = "neuralcore-evaluator";
+
 fn model_err(e: neuralcore_core::ModelError) -> EngineError {
     EngineError::Model(e.to_string())
 }
@@ -128,6 +131,37 @@ impl Engine {
                     self.config.rerank.max_length,
                 )
                 .map_err(|e| format!("cannot load the reranker {name:?}: {e}"))?;
+                Ok(Arc::new(r) as Arc<dyn Reranker>)
+            })
+            .clone()
+    }
+
+    /// The relevance evaluator `neuralcore train evaluator` wrote into the model cache
+    /// (`<model dir>/neuralcore-evaluator`: the trained top of a cross-encoder over its
+    /// base model), loaded on first use; `Err` says why there is none.
+    pub fn trained_evaluator_status(&self) -> Result<Arc<dyn Reranker>, String> {
+        self.trained_evaluator
+            .get_or_init(|| {
+                let dir = self
+                    .model_dir()
+                    .ok_or("no model folder configured (embedding.model_dir)")?;
+                let artifact = dir.join(TRAINED_EVALUATOR);
+                let manifest = artifact.join("evaluator.json");
+                let text = std::fs::read_to_string(&manifest).map_err(|_| {
+                    format!(
+                        "no trained evaluator in {} (`neuralcore train evaluator`)",
+                        artifact.display()
+                    )
+                })?;
+                let m: neuralcore_models::train::EvaluatorManifest = serde_json::from_str(&text)
+                    .map_err(|e| format!("{}: {e}", manifest.display()))?;
+                let base = dir.join(neuralcore_models::local_name(&m.base));
+                let r = neuralcore_models::CrossEncoder::load_adapted(
+                    &base,
+                    &artifact,
+                    m.options.max_length,
+                )
+                .map_err(|e| format!("cannot load the trained evaluator: {e}"))?;
                 Ok(Arc::new(r) as Arc<dyn Reranker>)
             })
             .clone()

@@ -1,7 +1,7 @@
 //! Retrieval and question-answering evaluation for neuralcore.
 //!
 //! This crate is a pure library: it does no store access and contains no CLI code.
-//! It provides five things:
+//! It provides six things:
 //!
 //! * [`beir`]: loading of a dataset in the [BEIR](https://github.com/beir-cellar/beir)
 //!   folder layout (`corpus.jsonl`, `queries.jsonl`, `qrels/<split>.tsv`). The corpus is
@@ -22,6 +22,10 @@
 //!   [`Turn`]s and [`MemQuestion`]s with evidence turn ids ([`load_locomo`] →
 //!   [`LocomoSet`]), and evidence recall of memory retrieval per question category
 //!   ([`score_memory_retrieval`] → [`MemRetrievalReport`], [`render_memory_side_by_side`]).
+//! * [`pairs`]: labelled (question, passage, label) [`Pair`]s for training a relevance
+//!   evaluator or reranker: from SQuAD 2.0 ([`squad_pairs`]) and BEIR qrels with BM25
+//!   hard negatives ([`beir_pairs`]), read from JSON lines ([`read_pairs`]) and checked
+//!   ([`check_pairs`]).
 //!
 //! A typical evaluation loop:
 //!
@@ -54,6 +58,7 @@ pub mod error;
 mod json;
 pub mod locomo;
 pub mod metrics;
+pub mod pairs;
 pub mod qa;
 
 pub use beir::{available_splits, BeirDataset, Qrels, Query};
@@ -71,6 +76,7 @@ pub use metrics::{
     hit_at_k, mrr_at_k, ndcg_at_k, percentile_nearest_rank, precision_at_k, recall_at_k,
     side_by_side, QueryMetrics, Summary,
 };
+pub use pairs::{beir_pairs, check_pairs, read_pairs, squad_pairs, Pair};
 pub use qa::{
     answer_contains, answer_fragments, answer_sentences, aspects_answered, citation_correct,
     conflict_outcome, load_hotpotqa, load_qa, load_qa_limited, load_squad2, normalize_answer,

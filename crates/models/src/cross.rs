@@ -19,6 +19,20 @@ use crate::fastbert::{FastBert, Workspace};
 /// Pairs per forward pass.
 const BATCH: usize = 16;
 
+/// The tokenizer of `path`, cutting pairs to `max_length` tokens, longest side first.
+fn pair_tokenizer(path: &Path, max_length: usize) -> Result<Tokenizer, ModelError> {
+    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| invalid(path, e))?;
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length,
+            strategy: TruncationStrategy::LongestFirst,
+            ..Default::default()
+        }))
+        .map_err(|e| invalid(path, e))?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
+}
+
 /// A cross-encoder reranker.
 pub struct CrossEncoder {
     id: String,
@@ -103,25 +117,114 @@ impl CrossEncoder {
             ));
         }
         let tok_path = need("tokenizer.json")?;
-        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| invalid(&tok_path, e))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_length.min(cfg.max_position_embeddings),
-                strategy: TruncationStrategy::LongestFirst,
-                ..Default::default()
-            }))
-            .map_err(|e| invalid(&tok_path, e))?;
-        tokenizer.with_padding(None);
+        let tokenizer = pair_tokenizer(&tok_path, max_length.min(cfg.max_position_embeddings))?;
         let weights_path = need("model.safetensors")?;
         let bytes = std::fs::read(&weights_path).map_err(|e| invalid(&weights_path, e))?;
         let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &Device::Cpu)
             .map_err(|e| invalid(&weights_path, e))?;
-        let bert = FastBert::load(vb.clone(), &cfg).map_err(|e| invalid(&weights_path, e))?;
+        Self::from_parts(
+            format!("{name};cross-encoder;max={max_length}"),
+            &cfg,
+            tokenizer,
+            vb,
+            &weights_path,
+        )
+    }
+
+    /// A cross-encoder trained by `neuralcore train evaluator`: the base encoder in
+    /// `base_dir` with the trained tensors of `artifact` (a folder holding
+    /// `evaluator.safetensors` and `evaluator.json`) in place of its own. The base must
+    /// be the one it was trained on (its SHA-256 is checked).
+    pub fn load_adapted(
+        base_dir: &Path,
+        artifact: &Path,
+        max_length: usize,
+    ) -> Result<Self, ModelError> {
+        let mpath = artifact.join("evaluator.json");
+        let manifest: crate::train::EvaluatorManifest = serde_json::from_slice(
+            &std::fs::read(&mpath)
+                .map_err(|e| ModelError::NotFound(format!("{}: {e}", mpath.display())))?,
+        )
+        .map_err(|e| invalid(&mpath, e))?;
+        if manifest.format != crate::train::FORMAT {
+            return Err(invalid(
+                &mpath,
+                format!(
+                    "format {:?} is not {}",
+                    manifest.format,
+                    crate::train::FORMAT
+                ),
+            ));
+        }
+        let base_weights = base_dir.join("model.safetensors");
+        let sha = crate::cache::sha256_file(&base_weights)?;
+        if sha != manifest.base_sha256 {
+            return Err(invalid(
+                &mpath,
+                format!(
+                    "trained on base {} with weights {}, but {} holds {sha}",
+                    manifest.base,
+                    manifest.base_sha256,
+                    base_dir.display()
+                ),
+            ));
+        }
+        let config_path = base_dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
+        let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
+        let tokenizer = pair_tokenizer(
+            &base_dir.join("tokenizer.json"),
+            max_length.min(cfg.max_position_embeddings),
+        )?;
+        let mut tensors = candle_core::safetensors::load(&base_weights, &Device::Cpu)
+            .map_err(|e| invalid(&base_weights, e))?
+            .into_iter()
+            .map(|(k, t)| {
+                let k = if k.starts_with("bert.") {
+                    k
+                } else {
+                    format!("bert.{k}")
+                };
+                (k, t)
+            })
+            .collect::<std::collections::HashMap<_, _>>();
+        let apath = artifact.join("evaluator.safetensors");
+        let trained =
+            candle_core::safetensors::load(&apath, &Device::Cpu).map_err(|e| invalid(&apath, e))?;
+        for (k, t) in trained {
+            if !(k.starts_with("bert.") || k.starts_with("classifier.")) {
+                return Err(invalid(&apath, format!("unexpected tensor {k}")));
+            }
+            tensors.insert(k, t);
+        }
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);
+        let sha = crate::cache::sha256_file(&apath)?;
+        Self::from_parts(
+            format!(
+                "neuralcore-evaluator;{};{};max={max_length}",
+                manifest.base,
+                &sha[..12]
+            ),
+            &cfg,
+            tokenizer,
+            vb,
+            &apath,
+        )
+    }
+
+    fn from_parts(
+        id: String,
+        cfg: &BertConfig,
+        tokenizer: Tokenizer,
+        vb: VarBuilder<'_>,
+        weights_path: &Path,
+    ) -> Result<Self, ModelError> {
+        let bert = FastBert::load(vb.clone(), cfg).map_err(|e| invalid(weights_path, e))?;
         let h = cfg.hidden_size;
         let get = |name: &str, shape: &[usize]| -> Result<Vec<f32>, ModelError> {
             vb.get(shape, name)
                 .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
-                .map_err(|e| invalid(&weights_path, e))
+                .map_err(|e| invalid(weights_path, e))
         };
         let pw = get("bert.pooler.dense.weight", &[h, h])?;
         // `[out, in]` in the file; keep `[in, out]` for a row-vector product.
@@ -132,7 +235,7 @@ impl CrossEncoder {
             }
         }
         Ok(CrossEncoder {
-            id: format!("{name};cross-encoder;max={max_length}"),
+            id,
             bert,
             ws: Mutex::new(Workspace::default()),
             tokenizer,

@@ -12,14 +12,15 @@ pub mod kernels;
 pub mod qa;
 pub mod sentence;
 pub mod testing;
+pub mod train;
 
 pub use cache::{
     known, local_name, CachedModel, KnownModel, ModelCache, PullOptions, Pulled, DEFAULT_EMBEDDER,
     KNOWN_MODELS,
 };
-pub use hub::{Hub, HubConfig, Snapshot};
 pub use cross::CrossEncoder;
 pub use fastbert::QueryWeights;
+pub use hub::{Hub, HubConfig, Snapshot};
 pub use kernels::{detected, isa, isa_from_env, Isa};
 pub use qa::{QaReader, Reading};
 pub use sentence::{Pooling, SentenceEmbedder};

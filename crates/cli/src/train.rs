@@ -1,0 +1,219 @@
+//! `neuralcore train evaluator`: labelled pairs from public sets and the user's own
+//! feedback, then [`neuralcore_models::train::train_evaluator`] over the base model in
+//! the model cache.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use neuralcore_eval::pairs::{beir_pairs, check_pairs, read_pairs, squad_pairs, Pair};
+use neuralcore_models::train::{train_evaluator, Progress, TrainOptions, TrainPair};
+
+/// Where the trained evaluator goes in the model cache, and where `grade.evaluator =
+/// "auto"` looks for it.
+pub const EVALUATOR_DIR: &str = neuralcore_engine::TRAINED_EVALUATOR;
+
+#[derive(Args, Debug)]
+pub struct TrainEvaluatorArgs {
+    /// SQuAD 2.0 JSON, optionally with an article range: FILE or FILE:1-4. The answer's
+    /// paragraph is relevant; an unanswerable question's own paragraph and BM25-nearest
+    /// other paragraphs of the article (without the answer) are not. Repeatable.
+    #[arg(long, value_name = "FILE[:A-B]")]
+    pub squad: Vec<String>,
+    /// A BEIR folder, optionally with a split (default train): DIR or DIR:train. Judged
+    /// documents are relevant, BM25's best unjudged ones are not. Repeatable.
+    #[arg(long, value_name = "DIR[:SPLIT]")]
+    pub beir: Vec<String>,
+    /// JSON lines of {question, passage, label} (what `feedback export` writes).
+    /// Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub pairs: Vec<PathBuf>,
+    /// Negatives per question from BM25.
+    #[arg(long, default_value_t = 2)]
+    pub negatives: usize,
+    /// Base model in the model cache.
+    #[arg(long, default_value = neuralcore_models::DEFAULT_EMBEDDER)]
+    pub base: String,
+    /// Output folder (default: <model dir>/neuralcore-evaluator, where `grade.evaluator
+    /// = "auto"` finds it). Holds checkpoints: run again to resume.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Top layers trained (the rest stay frozen).
+    #[arg(long, default_value_t = 1)]
+    pub top_layers: usize,
+    /// Epochs.
+    #[arg(long, default_value_t = 3)]
+    pub epochs: usize,
+    /// Pairs per step.
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Peak learning rate.
+    #[arg(long, default_value_t = 1e-4)]
+    pub lr: f64,
+    /// Longest pair in tokens.
+    #[arg(long, default_value_t = 256)]
+    pub max_length: usize,
+    /// Fraction of questions held out for the loss curve.
+    #[arg(long, default_value_t = 0.1)]
+    pub held_out: f64,
+    /// Seed (split, shuffles, initial head).
+    #[arg(long, default_value_t = 15)]
+    pub seed: u64,
+    /// Build and count the pairs, do not train.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `FILE:1-4` → (FILE, Some((1, 4))); a bare path stays whole.
+fn split_range(spec: &str) -> Result<(PathBuf, Option<(usize, usize)>)> {
+    if let Some((path, range)) = spec.rsplit_once(':') {
+        if let Some((a, b)) = range.split_once('-') {
+            if let (Ok(a), Ok(b)) = (a.trim().parse(), b.trim().parse()) {
+                if a == 0 || b < a {
+                    bail!("bad article range {range:?} (1-based, first ≤ last)");
+                }
+                return Ok((PathBuf::from(path), Some((a, b))));
+            }
+        }
+    }
+    Ok((PathBuf::from(spec), None))
+}
+
+pub fn run(model_dir: &Path, a: TrainEvaluatorArgs, quiet: bool, json: bool) -> Result<()> {
+    if a.squad.is_empty() && a.beir.is_empty() && a.pairs.is_empty() {
+        bail!(
+            "no training data: name --squad FILE[:A-B], --beir DIR[:SPLIT] or --pairs FILE.jsonl"
+        );
+    }
+    let mut all: Vec<Pair> = Vec::new();
+    let mut data = Vec::new();
+    let mut add = |what: String, v: Vec<Pair>| {
+        let pos = v.iter().filter(|p| p.label == 1.0).count();
+        let line = format!("{what}: {} pairs ({pos} relevant)", v.len());
+        if !quiet {
+            eprintln!("{line}");
+        }
+        data.push(line);
+        all.extend(v);
+    };
+    for s in &a.squad {
+        let (path, range) = split_range(s)?;
+        let v = squad_pairs(&path, range, a.negatives, a.seed)
+            .with_context(|| format!("SQuAD pairs from {}", path.display()))?;
+        add(format!("squad {s}"), v);
+    }
+    for s in &a.beir {
+        let (dir, split) = match s.rsplit_once(':') {
+            Some((d, sp)) if !sp.contains('/') && Path::new(d).is_dir() => (PathBuf::from(d), sp),
+            _ => (PathBuf::from(s), "train"),
+        };
+        let v = beir_pairs(&dir, split, a.negatives, a.seed)
+            .with_context(|| format!("BEIR pairs from {}", dir.display()))?;
+        add(format!("beir {s}"), v);
+    }
+    for p in &a.pairs {
+        let v = read_pairs(p).with_context(|| format!("pairs from {}", p.display()))?;
+        add(format!("pairs {}", p.display()), v);
+    }
+    let (pos, neg) = check_pairs(&all)?;
+    if !quiet {
+        eprintln!("{} pairs: {pos} relevant, {neg} not", all.len());
+    }
+    if a.dry_run {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"pairs": all.len(), "relevant": pos, "data": data})
+            );
+        }
+        return Ok(());
+    }
+    let base_dir = model_dir.join(neuralcore_models::local_name(&a.base));
+    let out = a.out.unwrap_or_else(|| model_dir.join(EVALUATOR_DIR));
+    let opts = TrainOptions {
+        top_layers: a.top_layers,
+        epochs: a.epochs,
+        batch: a.batch,
+        lr: a.lr,
+        seed: a.seed,
+        max_length: a.max_length,
+        held_out: a.held_out,
+        ..Default::default()
+    };
+    let pairs: Vec<TrainPair> = all;
+    let bar = if quiet {
+        None
+    } else {
+        let b = indicatif::ProgressBar::new(pairs.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {pos}/{len} {elapsed} (eta {eta})",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        b.set_message("frozen layers");
+        Some(b)
+    };
+    let started = std::time::Instant::now();
+    let manifest = train_evaluator(&base_dir, &a.base, &pairs, data, &opts, &out, &mut |p| {
+        let line = match &p {
+            Progress::Epoch(s) => Some(format!(
+                "epoch {}: train loss {:.4}, held-out loss {:.4}, accuracy {:.3}, AUC {:.3} ({:.0} s)",
+                s.epoch, s.train_loss, s.held_out_loss, s.held_out_accuracy, s.held_out_auc, s.seconds
+            )),
+            Progress::Resumed(n) => Some(format!("resumed after epoch {n}")),
+            _ => None,
+        };
+        if let Some(b) = &bar {
+            match p {
+                Progress::Frozen(done, total) => {
+                    b.set_length(total as u64);
+                    b.set_position(done as u64);
+                }
+                Progress::Step(epoch, step, steps, loss) => {
+                    if step == 1 {
+                        b.set_length(steps as u64);
+                        b.reset_elapsed();
+                    }
+                    b.set_message(format!("epoch {epoch} loss {loss:.4}"));
+                    b.set_position(step as u64);
+                }
+                _ => {}
+            }
+            if let Some(l) = line {
+                // A bar drawn on a terminal prints above itself; else a plain line.
+                if b.is_hidden() {
+                    eprintln!("{l}");
+                } else {
+                    b.println(l);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let bytes = std::fs::metadata(out.join("evaluator.safetensors"))?.len();
+    let sha = sha256_hex(&std::fs::read(out.join("evaluator.safetensors"))?);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"out": out, "bytes": bytes, "sha256": sha, "seconds": started.elapsed().as_secs_f64(), "manifest": manifest})
+        );
+    } else if !quiet {
+        eprintln!(
+            "evaluator: {} ({:.1} MB, sha256 {sha}) in {:.0} s; `grade.evaluator = \"auto\"` uses it",
+            out.display(),
+            bytes as f64 / 1e6,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    neuralcore_models::hub::sha256_hex(bytes)
+}
