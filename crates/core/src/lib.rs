@@ -12,6 +12,7 @@ pub mod error;
 pub mod logistic;
 pub mod model;
 pub mod pairs;
+pub mod rng;
 pub mod sentence;
 pub mod stopwords;
 pub mod store;

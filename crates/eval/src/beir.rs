@@ -180,7 +180,7 @@ pub fn available_splits(dir: &Path) -> Result<Vec<String>, EvalError> {
 
 /// Calls `f(line_number, line)` for every non-blank line of `path` (1-based numbers, a
 /// leading UTF-8 BOM and trailing `\r` removed).
-fn for_each_line(
+pub(crate) fn for_each_line(
     path: &Path,
     mut f: impl FnMut(usize, &str) -> Result<(), EvalError>,
 ) -> Result<(), EvalError> {

@@ -21,7 +21,7 @@ use serde_json::Value;
 use neuralcore_core::analysis::Analyzer;
 use neuralcore_core::bm25::{self, Bm25Params};
 
-use crate::beir::BeirDataset;
+use crate::beir::{for_each_line, BeirDataset};
 use crate::error::EvalError;
 use crate::json::{json_kind, require_file};
 use crate::qa::{load_squad2, normalize_answer};
@@ -324,6 +324,7 @@ pub fn beir_pairs(
 /// holds an invalid pair.
 pub fn read_pairs(path: &Path) -> Result<Vec<Pair>, EvalError> {
     let mut pairs = Vec::new();
+    require_file(path)?;
     for_each_line(path, |line_no, line| {
         let bad = |message: String| EvalError::MalformedJson {
             path: path.to_path_buf(),
@@ -386,26 +387,6 @@ fn serde_message(e: &serde_json::Error) -> String {
 
 /// Calls `f(line_number, line)` for every non-blank line of `path` (1-based numbers, a
 /// leading UTF-8 BOM and trailing `\r` removed).
-fn for_each_line(
-    path: &Path,
-    mut f: impl FnMut(usize, &str) -> Result<(), EvalError>,
-) -> Result<(), EvalError> {
-    require_file(path)?;
-    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    for (i, line) in text.split('\n').enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
-            continue;
-        }
-        f(i + 1, line)?;
-    }
-    Ok(())
-}
-
 /// A document of a BEIR corpus.
 struct CorpusDoc {
     id: String,
@@ -432,6 +413,7 @@ impl CorpusDoc {
 
 fn read_corpus(path: &Path) -> Result<Vec<CorpusDoc>, EvalError> {
     let mut docs = Vec::new();
+    require_file(path)?;
     for_each_line(path, |line_no, line| {
         let bad = |message: String| EvalError::MalformedJson {
             path: path.to_path_buf(),
@@ -688,12 +670,7 @@ fn text_hash(s: &str) -> u64 {
 /// SplitMix64's finalizer of `a` combined with `b`: a seeded, well-mixed hash with no
 /// state (the tie-break and fill order of negatives).
 fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a
-        .wrapping_add(b.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    neuralcore_core::rng::SplitMix64(a.wrapping_add(b.wrapping_mul(0x9E37_79B9_7F4A_7C15))).next()
 }
 
 #[cfg(test)]

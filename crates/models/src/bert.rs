@@ -5,6 +5,7 @@
 
 use candle_core::{DType, Module, Tensor, D};
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
+use neuralcore_core::ModelError;
 use serde::Deserialize;
 
 /// The fields of `config.json` the encoder needs.
@@ -34,6 +35,19 @@ pub struct BertConfig {
     /// Model type as written by transformers (must be BERT-like).
     #[serde(default)]
     pub model_type: Option<String>,
+}
+
+/// The file `f` of the model folder `dir`, or a clear error naming both.
+pub(crate) fn model_file(dir: &std::path::Path, f: &str) -> Result<std::path::PathBuf, ModelError> {
+    let p = dir.join(f);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(ModelError::NotFound(format!(
+            "{} has no {f}",
+            dir.display()
+        )))
+    }
 }
 
 fn default_act() -> String {

@@ -92,17 +92,7 @@ impl QaReader {
     /// Pairs longer than `max_length` tokens have their context cut (never the
     /// question).
     pub fn load(dir: &Path, name: &str, max_length: usize) -> Result<Self, ModelError> {
-        let need = |f: &str| {
-            let p = dir.join(f);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(ModelError::NotFound(format!(
-                    "{} has no {f}",
-                    dir.display()
-                )))
-            }
-        };
+        let need = |f: &str| crate::bert::model_file(dir, f);
         let config_path = need("config.json")?;
         let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
         let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;

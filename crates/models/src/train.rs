@@ -139,32 +139,7 @@ fn ce(e: candle_core::Error) -> ModelError {
     ModelError::Inference(e.to_string())
 }
 
-/// A small deterministic PRNG (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-
-    /// Standard normal (Box–Muller).
-    fn normal(&mut self) -> f32 {
-        let u1 = ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        let u2 = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
-    }
-}
+use neuralcore_core::rng::SplitMix64 as Rng;
 
 fn fnv(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -388,15 +363,12 @@ struct Base {
 
 fn load_base(dir: &Path, max_length: usize) -> Result<Base, ModelError> {
     let need = |f: &str| {
-        let p = dir.join(f);
-        if p.is_file() {
-            Ok(p)
-        } else {
-            Err(ModelError::NotFound(format!(
-                "{} has no {f} (run `neuralcore models pull`)",
-                dir.display()
-            )))
-        }
+        crate::bert::model_file(dir, f).map_err(|e| {
+            ModelError::NotFound(format!(
+                "{} (run `neuralcore models pull`)",
+                e.to_string().trim_start_matches("model not found: ")
+            ))
+        })
     };
     let cp = need("config.json")?;
     let cfg: BertConfig = serde_json::from_str(
