@@ -388,6 +388,12 @@ impl ModelCache {
                     )));
                 }
             };
+            if !staging.join("tokenizer.json").is_file() && staging.join("vocab.txt").is_file() {
+                tokenizer_from_vocab(&staging)?;
+                log(&format!(
+                    "{local}: no tokenizer.json: built one from vocab.txt (BERT WordPiece)"
+                ));
+            }
             for r in REQUIRED {
                 if !staging.join(r).is_file() {
                     return Err(ModelError::Invalid(format!(
@@ -493,6 +499,47 @@ pub fn local_name(name: &str) -> String {
         Some(k) => k.name.to_string(),
         None => name.replace('/', "--"),
     }
+}
+
+/// A `tokenizer.json` for a BERT folder that ships only `vocab.txt` (as older hub
+/// repositories do): WordPiece over the vocabulary with BERT's normalizer (lower-casing
+/// as `tokenizer_config.json`'s `do_lower_case` says, default on), pre-tokenizer and
+/// `[CLS] … [SEP]` template — what transformers' `BertTokenizerFast` builds from the
+/// same files.
+pub fn tokenizer_from_vocab(dir: &Path) -> Result<(), ModelError> {
+    use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+    use tokenizers::models::wordpiece::WordPiece;
+    use tokenizers::normalizers::bert::BertNormalizer;
+    use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+    use tokenizers::processors::bert::BertProcessing;
+    let invalid = |e: &dyn std::fmt::Display| {
+        ModelError::Invalid(format!("{}: cannot build a tokenizer: {e}", dir.display()))
+    };
+    let vocab = dir.join("vocab.txt");
+    let lowercase = std::fs::read(dir.join("tokenizer_config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("do_lower_case").and_then(|x| x.as_bool()))
+        .unwrap_or(true);
+    let model = WordPiece::from_file(&vocab.to_string_lossy())
+        .unk_token("[UNK]".into())
+        .build()
+        .map_err(|e| invalid(&e))?;
+    let mut tok = tokenizers::Tokenizer::new(model);
+    let id = |t: &str| {
+        tok.token_to_id(t)
+            .ok_or_else(|| invalid(&format!("vocab.txt has no {t}")))
+    };
+    let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+    tok.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)));
+    tok.with_pre_tokenizer(Some(BertPreTokenizer));
+    tok.with_post_processor(Some(BertProcessing::new(
+        ("[SEP]".into(), sep),
+        ("[CLS]".into(), cls),
+    )));
+    tok.with_decoder(Some(WordPieceDecoder::default()));
+    tok.save(dir.join("tokenizer.json"), false)
+        .map_err(|e| invalid(&e))
 }
 
 /// Relative paths of every file under `dir`.

