@@ -163,9 +163,15 @@ fn fetch_err(e: impl std::fmt::Display) -> ModelError {
 }
 
 pub(crate) fn sha256_file(path: &Path) -> Result<String, ModelError> {
+    digest_file::<Sha256>(path, b"")
+}
+
+/// The hex digest `D` of `prefix` followed by the file's bytes, read in blocks.
+pub(crate) fn digest_file<D: Digest>(path: &Path, prefix: &[u8]) -> Result<String, ModelError> {
     let mut f =
         std::fs::File::open(path).map_err(|e| fetch_err(format!("{}: {e}", path.display())))?;
-    let mut h = Sha256::new();
+    let mut h = D::new();
+    h.update(prefix);
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = f.read(&mut buf).map_err(fetch_err)?;

@@ -737,20 +737,8 @@ fn check_blob(what: &str, path: &Path, etag: &str) -> Result<(), ModelError> {
 
 /// Git's object id of a file: SHA-1 of `blob <len>\0` and the content.
 pub fn git_blob_sha1(path: &Path) -> Result<String, ModelError> {
-    use sha1::Sha1;
     let len = std::fs::metadata(path).map_err(fetch_err)?.len();
-    let mut f = std::fs::File::open(path).map_err(fetch_err)?;
-    let mut h = Sha1::new();
-    h.update(format!("blob {len}\0").as_bytes());
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf).map_err(fetch_err)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
+    crate::cache::digest_file::<sha1::Sha1>(path, format!("blob {len}\0").as_bytes())
 }
 
 /// SHA-256 of bytes, hex.
