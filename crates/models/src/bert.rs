@@ -50,6 +50,24 @@ pub(crate) fn model_file(dir: &std::path::Path, f: &str) -> Result<std::path::Pa
     }
 }
 
+/// `dir`'s `config.json`: its path, its text (for a caller's own fields) and the BERT
+/// configuration, or a clear error (missing, not JSON, or a `model_type` other than BERT).
+pub(crate) fn read_config(
+    dir: &std::path::Path,
+) -> Result<(std::path::PathBuf, String, BertConfig), ModelError> {
+    let path = model_file(dir, "config.json")?;
+    let invalid =
+        |e: &dyn std::fmt::Display| ModelError::Invalid(format!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).map_err(|e| invalid(&e))?;
+    let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&e))?;
+    if let Some(t) = &cfg.model_type {
+        if t != "bert" {
+            return Err(invalid(&format!("model_type {t:?} is not BERT")));
+        }
+    }
+    Ok((path, text, cfg))
+}
+
 fn default_act() -> String {
     "gelu".into()
 }

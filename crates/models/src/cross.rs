@@ -70,18 +70,8 @@ impl CrossEncoder {
     /// Pairs longer than `max_length` tokens are cut, longest side first.
     pub fn load(dir: &Path, name: &str, max_length: usize) -> Result<Self, ModelError> {
         let need = |f: &str| crate::bert::model_file(dir, f);
-        let config_path = need("config.json")?;
-        let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
-        let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
+        let (config_path, text, cfg) = crate::bert::read_config(dir)?;
         let head: Head = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
-        if let Some(t) = &cfg.model_type {
-            if t != "bert" {
-                return Err(invalid(
-                    &config_path,
-                    format!("model_type {t:?} is not BERT"),
-                ));
-            }
-        }
         if !head.architectures.is_empty()
             && !head
                 .architectures
@@ -159,9 +149,7 @@ impl CrossEncoder {
                 ),
             ));
         }
-        let config_path = base_dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
-        let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
+        let (_, _, cfg) = crate::bert::read_config(base_dir)?;
         let tokenizer = pair_tokenizer(
             &base_dir.join("tokenizer.json"),
             max_length.min(cfg.max_position_embeddings),

@@ -17,7 +17,6 @@ use neuralcore_core::ModelError;
 use serde::Deserialize;
 use tokenizers::{EncodeInput, Encoding, Tokenizer, TruncationParams, TruncationStrategy};
 
-use crate::bert::BertConfig;
 use crate::fastbert::{FastBert, Workspace};
 
 /// Pairs per forward pass.
@@ -93,18 +92,8 @@ impl QaReader {
     /// question).
     pub fn load(dir: &Path, name: &str, max_length: usize) -> Result<Self, ModelError> {
         let need = |f: &str| crate::bert::model_file(dir, f);
-        let config_path = need("config.json")?;
-        let text = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, e))?;
-        let cfg: BertConfig = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
+        let (config_path, text, cfg) = crate::bert::read_config(dir)?;
         let head: Head = serde_json::from_str(&text).map_err(|e| invalid(&config_path, e))?;
-        if let Some(t) = &cfg.model_type {
-            if t != "bert" {
-                return Err(invalid(
-                    &config_path,
-                    format!("model_type {t:?} is not BERT"),
-                ));
-            }
-        }
         // `[CLS]`, two `[SEP]` and at least one token of question and of context.
         let max_length = max_length.min(cfg.max_position_embeddings);
         if max_length < 5 {

@@ -370,11 +370,12 @@ fn load_base(dir: &Path, max_length: usize) -> Result<Base, ModelError> {
             ))
         })
     };
-    let cp = need("config.json")?;
-    let cfg: BertConfig = serde_json::from_str(
-        &std::fs::read_to_string(&cp).map_err(|e| inv(format!("{}: {e}", cp.display())))?,
-    )
-    .map_err(|e| inv(format!("{}: {e}", cp.display())))?;
+    let (_, _, cfg) = crate::bert::read_config(dir).map_err(|e| match e {
+        ModelError::NotFound(m) => {
+            ModelError::NotFound(format!("{m} (run `neuralcore models pull`)"))
+        }
+        e => e,
+    })?;
     let tp = need("tokenizer.json")?;
     let mut tokenizer =
         Tokenizer::from_file(&tp).map_err(|e| inv(format!("{}: {e}", tp.display())))?;
