@@ -68,6 +68,28 @@ pub(crate) fn read_config(
     Ok((path, text, cfg))
 }
 
+/// The tensors of a BERT `model.safetensors` as f32, named as in a
+/// `BertForSequenceClassification` (the encoder under `bert.`, whichever way the file
+/// names it), so trained tensors can be laid over them.
+pub(crate) fn load_bert_tensors(
+    path: &std::path::Path,
+) -> Result<std::collections::HashMap<String, Tensor>, ModelError> {
+    let invalid =
+        |e: &dyn std::fmt::Display| ModelError::Invalid(format!("{}: {e}", path.display()));
+    candle_core::safetensors::load(path, &candle_core::Device::Cpu)
+        .map_err(|e| invalid(&e))?
+        .into_iter()
+        .map(|(k, t)| {
+            let k = if k.starts_with("bert.") || k.starts_with("classifier.") {
+                k
+            } else {
+                format!("bert.{k}")
+            };
+            Ok((k, t.to_dtype(DType::F32).map_err(|e| invalid(&e))?))
+        })
+        .collect()
+}
+
 fn default_act() -> String {
     "gelu".into()
 }

@@ -475,8 +475,20 @@ impl ModelCache {
         )?;
         for f in &snap.files {
             let src = snap.dir.join(f);
+            // The blob itself (not the snapshot's symlink to it), named by its ETag.
+            let blob = std::fs::canonicalize(&src).map_err(fetch_err)?;
             if let Some(want) = pinned(f) {
-                let got = sha256_file(&src)?;
+                // An LFS blob's name is its SHA-256 (checked as it arrived): the weights
+                // are not read again here; the manifest's pass hashes every file anyway.
+                let name = blob
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let got = if name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    name
+                } else {
+                    sha256_file(&blob)?
+                };
                 if got != want {
                     return Err(ModelError::Checksum(format!(
                         "{repo}@{}/{f}: expected {want}, found {got}",
@@ -486,9 +498,7 @@ impl ModelCache {
             }
             let dst = staging.join(f);
             std::fs::create_dir_all(dst.parent().expect("has parent")).map_err(fetch_err)?;
-            // The blob itself (not the snapshot's symlink to it): a hard link costs no
-            // space; another filesystem gets a copy.
-            let blob = std::fs::canonicalize(&src).map_err(fetch_err)?;
+            // A hard link costs no space; another filesystem gets a copy.
             if std::fs::hard_link(&blob, &dst).is_err() {
                 std::fs::copy(&blob, &dst)
                     .map_err(|e| fetch_err(format!("{}: {e}", blob.display())))?;

@@ -154,18 +154,7 @@ impl CrossEncoder {
             &base_dir.join("tokenizer.json"),
             max_length.min(cfg.max_position_embeddings),
         )?;
-        let mut tensors = candle_core::safetensors::load(&base_weights, &Device::Cpu)
-            .map_err(|e| invalid(&base_weights, e))?
-            .into_iter()
-            .map(|(k, t)| {
-                let k = if k.starts_with("bert.") {
-                    k
-                } else {
-                    format!("bert.{k}")
-                };
-                (k, t)
-            })
-            .collect::<std::collections::HashMap<_, _>>();
+        let mut tensors = crate::bert::load_bert_tensors(&base_weights)?;
         let apath = artifact.join("evaluator.safetensors");
         let trained =
             candle_core::safetensors::load(&apath, &Device::Cpu).map_err(|e| invalid(&apath, e))?;

@@ -389,21 +389,7 @@ fn load_base(dir: &Path, max_length: usize) -> Result<Base, ModelError> {
     tokenizer.with_padding(None);
     let wp = need("model.safetensors")?;
     let sha256 = crate::cache::sha256_file(&wp)?;
-    let raw = candle_core::safetensors::load(&wp, &Device::Cpu)
-        .map_err(|e| inv(format!("{}: {e}", wp.display())))?;
-    // One naming: `bert.`-prefixed encoder, as in a classification model.
-    let tensors = raw
-        .into_iter()
-        .map(|(k, t)| {
-            let k = if k.starts_with("bert.") || k.starts_with("classifier.") {
-                k
-            } else {
-                format!("bert.{k}")
-            };
-            Ok((k, t.to_dtype(DType::F32)?))
-        })
-        .collect::<candle_core::Result<HashMap<_, _>>>()
-        .map_err(ce)?;
+    let tensors = crate::bert::load_bert_tensors(&wp)?;
     Ok(Base {
         cfg,
         tokenizer,
