@@ -178,6 +178,19 @@ pub fn available_splits(dir: &Path) -> Result<Vec<String>, EvalError> {
     Ok(splits)
 }
 
+/// A BEIR record's `_id` (a string, or a number written as one).
+pub(crate) fn record_id(obj: &serde_json::Map<String, Value>) -> Result<String, String> {
+    match obj.get("_id") {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        Some(other) => Err(format!(
+            "`_id` must be a string or a number, found {}",
+            json_kind(other)
+        )),
+        None => Err("missing field `_id`".to_string()),
+    }
+}
+
 /// Calls `f(line_number, line)` for every non-blank line of `path` (1-based numbers, a
 /// leading UTF-8 BOM and trailing `\r` removed).
 pub(crate) fn for_each_line(
@@ -220,17 +233,7 @@ fn read_queries(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<Query>, E
         let Value::Object(obj) = value else {
             return Err(bad("expected a JSON object".to_string()));
         };
-        let id = match obj.get("_id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            Some(other) => {
-                return Err(bad(format!(
-                    "`_id` must be a string or a number, found {}",
-                    json_kind(other)
-                )))
-            }
-            None => return Err(bad("missing field `_id`".to_string())),
-        };
+        let id = record_id(&obj).map_err(bad)?;
         let text = match obj.get("text") {
             Some(Value::String(s)) => s.clone(),
             Some(other) => {

@@ -21,7 +21,7 @@ use serde_json::Value;
 use neuralcore_core::analysis::Analyzer;
 use neuralcore_core::bm25::{self, Bm25Params};
 
-use crate::beir::{for_each_line, BeirDataset};
+use crate::beir::{for_each_line, record_id, BeirDataset};
 use crate::error::EvalError;
 use crate::json::{json_kind, require_file};
 use crate::qa::{load_squad2, normalize_answer};
@@ -427,17 +427,7 @@ fn read_corpus(path: &Path) -> Result<Vec<CorpusDoc>, EvalError> {
                 json_kind(&value)
             )));
         };
-        let id = match obj.get("_id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            Some(other) => {
-                return Err(bad(format!(
-                    "`_id` must be a string or a number, found {}",
-                    json_kind(other)
-                )))
-            }
-            None => return Err(bad("missing field `_id`".to_string())),
-        };
+        let id = record_id(&obj).map_err(bad)?;
         let title = match obj.get("title") {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
