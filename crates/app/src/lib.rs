@@ -1,4 +1,4 @@
-//! The application core: what every front end (the CLI, the HTTP server, later MCP)
+//! The application core: what every front end (the CLI, the HTTP server, MCP, the web console)
 //! calls. [`App::open`] turns a config and a data dir into the running parts — the
 //! engine, the blackboard (Mind), the memory store, the LLM and web clients, the agents
 //! and the control loop — and the front ends hand out the shapes defined here: the

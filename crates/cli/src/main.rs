@@ -319,6 +319,21 @@ enum Command {
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
     },
+    /// Serve the Model Context Protocol over stdin and stdout on the data dir: what an
+    /// MCP client (Claude Desktop, Cursor, VS Code, an agent framework) launches.
+    ///
+    /// Tools: search, ask (progress notifications carry the loop's stages),
+    /// ingest_text and job_status, memory_add, memory_search, memory_get,
+    /// memory_signal, memory_link, memory_forget, memory_tiers, memory_graph.
+    /// Resources: neuralcore://collections[/NAME[/documents/ID[/chunks/N]]] and
+    /// neuralcore://memories/ID; the prompt memory_context loads a project's memory
+    /// tiers. The caller is the default tenant. stdout carries the protocol only; logs go
+    /// to stderr. A running `neuralcore serve` owns the data dir: use its /mcp instead.
+    Mcp {
+        /// Agent folders (default: agents.dirs of the config).
+        #[arg(long = "agents")]
+        dirs: Vec<PathBuf>,
+    },
     /// API keys of the server: create (shown once), list, revoke.
     Keys {
         #[command(subcommand)]
@@ -1182,6 +1197,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             },
             dirs,
         ),
+        Command::Mcp { dirs } => mcp(g, dirs),
         Command::Keys { what } => keys(g, what),
         Command::Tenants { what } => tenants(g, what),
         Command::Config {
@@ -1375,6 +1391,30 @@ fn serve(
             );
         }
     }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mcp`: the MCP server over stdio until the client closes stdin. Ingest jobs run
+/// in the background meanwhile; one interrupted by the end resumes on the next start.
+fn mcp(g: &Global, dirs: Vec<PathBuf>) -> Result<ExitCode> {
+    let app = std::sync::Arc::new(neuralcore_app::App::open(
+        &g.data_dir,
+        load_config(g)?,
+        neuralcore_app::OpenOptions {
+            agent_dirs: dirs,
+            mind: None,
+        },
+    )?);
+    let jobs = app.jobs()?;
+    jobs.start_worker(std::sync::Arc::downgrade(&app));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the MCP server's runtime")?;
+    let served = runtime.block_on(neuralcore_mcp::serve_stdio(app));
+    jobs.begin_shutdown();
+    jobs.shutdown(std::time::Duration::from_secs(30));
+    served.context("the MCP connection failed")?;
     Ok(ExitCode::SUCCESS)
 }
 

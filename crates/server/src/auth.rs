@@ -73,6 +73,24 @@ impl FromRequestParts<Arc<State>> for Caller {
     }
 }
 
+/// The authentication of `/mcp`: the caller's key is checked (and rate-limited) as for
+/// every route, and its [`Principal`] goes into the request for the MCP handler; a
+/// missing or wrong key is a 401 problem before any MCP message is read.
+pub async fn mcp_caller(
+    caller: Result<Caller, ApiError>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match caller {
+        Ok(Caller(p)) => {
+            req.extensions_mut().insert(p);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
 /// A token bucket per key: `per_minute` requests a minute, bursts up to that many.
 pub struct RateLimiter {
     per_minute: u32,

@@ -219,7 +219,27 @@ pub fn router(state: Arc<State>) -> Router {
     let (routes, mut doc) = api(state.opts.max_upload_bytes).split_for_parts();
     openapi::finish(&mut doc);
     let doc = Arc::new(doc);
+    // MCP over streamable HTTP: the same keys (the caller goes into the request for the
+    // MCP handler to read) and the same places for work.
+    let mcp = Router::new()
+        .route_service(
+            "/mcp",
+            neuralcore_mcp::http_service(
+                state.app.clone(),
+                neuralcore_mcp::HttpLimits {
+                    keyless: !state.requires_keys(),
+                    pool: state.pool.clone(),
+                    wait: state.opts.request_timeout,
+                    max_body_bytes: max_body,
+                },
+            ),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::mcp_caller,
+        ));
     routes
+        .merge(mcp)
         .layer(axum::Extension(doc))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

@@ -1,0 +1,405 @@
+//! The MCP server with real clients: the official MCP Python SDK (`mcp` on PyPI) over
+//! stdio (`neuralcore mcp`) and over streamable HTTP (`/mcp` on `neuralcore serve`, two
+//! tenants and a read-only key), and the MCP Inspector's CLI (`@modelcontextprotocol/
+//! inspector` on npm) over both; raw JSON-RPC lines for bad input.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
+    for (k, _) in std::env::vars() {
+        if (k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA")
+            || k.starts_with("HF_")
+            || k.starts_with("HUGGING")
+        {
+            c.env_remove(k);
+        }
+    }
+    c.env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache());
+    c.stdin(Stdio::null());
+    c
+}
+
+fn model_cache() -> String {
+    neuralcore_models::testing::model_cache()
+        .display()
+        .to_string()
+}
+
+/// Run the CLI on `data`; its stdout, or a panic with its stderr.
+fn run(data: &Path, args: &[&str]) -> String {
+    let out = bin()
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// `neuralcore serve` on a free loopback port: the child and its base URL.
+fn start_server(data: &Path) -> (std::process::Child, String) {
+    let mut child = bin()
+        .arg("--data-dir")
+        .arg(data)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the server stopped before it listened")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("neuralcore serving http://") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, format!("http://{addr}"))
+}
+
+/// The Python with the real clients (`scripts/clients.sh`), or `None` when the suite
+/// runs without them (the test then says it was skipped).
+fn client_python() -> Option<String> {
+    let p = std::env::var("NEURALCORE_TEST_PYTHON").ok();
+    if p.is_none() {
+        eprintln!("skipped: NEURALCORE_TEST_PYTHON is not set (scripts/test.sh sets it)");
+    }
+    p
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py")
+}
+
+fn check(out: std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn mcp_python_sdk_over_stdio_calls_every_tool_resource_and_prompt_and_bad_input() {
+    let Some(python) = client_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = Command::new(python)
+        .arg(script())
+        .args(["stdio", env!("CARGO_BIN_EXE_neuralcore")])
+        .arg(&data)
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+        .output()
+        .unwrap();
+    let stdout = check(out);
+    assert!(stdout.contains("stdio: ok"), "{stdout}");
+    eprintln!("{stdout}");
+}
+
+/// Two tenants' write keys and tenant `a`'s read-only key on a fresh data dir.
+fn tenants_and_keys(data: &Path) -> [String; 3] {
+    run(data, &["-q", "tenants", "create", "a"]);
+    run(data, &["-q", "tenants", "create", "b"]);
+    [
+        run(
+            data,
+            &["-q", "keys", "create", "--tenant", "a", "--scope", "write"],
+        ),
+        run(
+            data,
+            &["-q", "keys", "create", "--tenant", "b", "--scope", "write"],
+        ),
+        run(
+            data,
+            &["-q", "keys", "create", "--tenant", "a", "--scope", "read"],
+        ),
+    ]
+}
+
+#[test]
+fn mcp_python_sdk_over_http_two_tenants_never_see_each_other_and_read_keys_only_read() {
+    let Some(python) = client_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let [a, b, read] = tenants_and_keys(&data);
+    let (mut server, base) = start_server(&data);
+    let out = Command::new(python)
+        .arg(script())
+        .arg("http")
+        .arg(format!("{base}/mcp"))
+        .args([&a, &b, &read])
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let stdout = check(out);
+    assert!(stdout.contains("http: ok"), "{stdout}");
+}
+
+/// The MCP Inspector's folder (`scripts/clients.sh` installs it), or `None`.
+fn inspector() -> Option<PathBuf> {
+    let p = std::env::var("NEURALCORE_TEST_MCP_INSPECTOR").ok();
+    if p.is_none() {
+        eprintln!("skipped: NEURALCORE_TEST_MCP_INSPECTOR is not set (scripts/test.sh sets it)");
+    }
+    p.map(PathBuf::from)
+}
+
+/// `mcp-inspector --cli ARGS`: whether it succeeded (it fails on a tool error, after
+/// printing the result) and the first JSON value it printed.
+fn inspect_any(dir: &Path, catalog: &Path, args: &[&str]) -> (bool, Value) {
+    let out = Command::new(dir.join("node_modules/.bin/mcp-inspector"))
+        .arg("--cli")
+        .args(args)
+        .env("MCP_CATALOG_PATH", catalog)
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let first = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON from the Inspector: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    (out.status.success(), first)
+}
+
+/// [`inspect_any`] that must succeed.
+fn inspect(dir: &Path, catalog: &Path, args: &[&str]) -> Value {
+    let (ok, v) = inspect_any(dir, catalog, args);
+    assert!(ok, "the Inspector failed: {v}");
+    v
+}
+
+#[test]
+fn mcp_inspector_cli_lists_and_calls_tools_over_stdio_and_http() {
+    let Some(dir) = inspector() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let catalog = tmp.path().join("catalog.json");
+    // stdio: the Inspector launches `neuralcore mcp` on a data dir with the examples.
+    let local = tmp.path().join("local");
+    run(
+        &local,
+        &[
+            "-q",
+            "ingest",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples")
+                .to_str()
+                .unwrap(),
+        ],
+    );
+    let exe = env!("CARGO_BIN_EXE_neuralcore");
+    let local_s = local.to_str().unwrap();
+    let target = ["--", exe, "--data-dir", local_s, "-q", "mcp"];
+    let listed = inspect(
+        &dir,
+        &catalog,
+        &[&["--method", "tools/list"][..], &target].concat(),
+    );
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 12, "{names:?}");
+    assert!(names.contains(&"ask") && names.contains(&"memory_tiers"));
+    let called = inspect(
+        &dir,
+        &catalog,
+        &[
+            &[
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "search",
+                "--tool-arg",
+                "query=what causes the tides",
+                "k=3",
+            ][..],
+            &target,
+        ]
+        .concat(),
+    );
+    let hits = &called["structuredContent"]["hits"];
+    assert!(
+        hits[0]["text"].as_str().unwrap().contains("Moon"),
+        "{called}"
+    );
+    // HTTP, with tenant `a`'s key: it sees its own collection only.
+    let data = tmp.path().join("data");
+    let [a, _, _] = tenants_and_keys(&data);
+    let (mut server, base) = start_server(&data);
+    let url = format!("{base}/mcp");
+    let auth = format!("Authorization: Bearer {a}");
+    let listed = inspect(
+        &dir,
+        &catalog,
+        &["--method", "tools/list", "--header", &auth, "--", &url],
+    );
+    let resources = inspect(
+        &dir,
+        &catalog,
+        &["--method", "resources/list", "--header", &auth, "--", &url],
+    );
+    let (ok, called) = inspect_any(
+        &dir,
+        &catalog,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "search",
+            "--tool-arg",
+            "query=tides",
+            "--header",
+            &auth,
+            "--",
+            &url,
+        ],
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(listed["tools"].as_array().unwrap().len(), 12, "{listed}");
+    assert_eq!(
+        resources["resources"][0]["uri"], "neuralcore://collections",
+        "{resources}"
+    );
+    // Tenant `a` has no `default` collection: a tool error, not a dropped connection.
+    assert!(!ok);
+    assert_eq!(called["isError"], true, "{called}");
+    assert!(
+        called["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("not_found:"),
+        "{called}"
+    );
+}
+
+/// One JSON-RPC request of the 2026-07-28 protocol (stateless: each request carries its
+/// version and capabilities).
+fn rpc(id: u64, method: &str, params: Value) -> String {
+    let mut params = params;
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    });
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+#[test]
+fn mcp_over_stdio_survives_garbage_lines_and_answers_bad_arguments_with_tool_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut child = bin()
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["-q", "mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // Lines that are not JSON-RPC do not end the connection.
+    writeln!(stdin, "this is not json").unwrap();
+    writeln!(stdin, "{{\"jsonrpc\": \"2.0\", \"id\": ").unwrap();
+    let mut ask = |line: &str| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let mut l = String::new();
+        stdout.read_line(&mut l).unwrap();
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l:?}"))
+    };
+    let found = ask(&rpc(1, "server/discover", serde_json::json!({})));
+    assert!(
+        found["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "2026-07-28"),
+        "{found}"
+    );
+    assert_eq!(
+        found["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "neuralcore"
+    );
+    let cases = [
+        (
+            serde_json::json!({"name": "search", "arguments": {"query": ""}}),
+            "invalid_input: the query is empty",
+        ),
+        (
+            serde_json::json!({"name": "search", "arguments": {"query": "x", "collection": "../x"}}),
+            "invalid_input",
+        ),
+        (
+            serde_json::json!({"name": "search", "arguments": {"query": "x", "bogus": 1}}),
+            "unknown field `bogus`",
+        ),
+        (
+            serde_json::json!({"name": "memory_get", "arguments": {"id": "nope"}}),
+            "not_found",
+        ),
+        (
+            serde_json::json!({"name": "ask", "arguments": {"question": "why?", "collection": "none"}}),
+            "not_found",
+        ),
+    ];
+    for (i, (params, want)) in cases.into_iter().enumerate() {
+        let r = ask(&rpc(10 + i as u64, "tools/call", params.clone()));
+        assert_eq!(r["result"]["isError"], true, "{params}: {r}");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(want), "{params}: {text}");
+    }
+    let r = ask(&rpc(
+        30,
+        "tools/call",
+        serde_json::json!({"name": "drop_tables", "arguments": {}}),
+    ));
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("no tool"),
+        "{r}"
+    );
+    let r = ask(&rpc(
+        31,
+        "resources/read",
+        serde_json::json!({"uri": "file:///etc/passwd"}),
+    ));
+    assert!(r["error"]["message"].as_str().is_some(), "{r}");
+    drop(ask);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit {status:?}");
+}
