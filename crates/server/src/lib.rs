@@ -15,6 +15,7 @@
 mod agents;
 pub mod auth;
 pub mod compat;
+mod console;
 mod documents;
 pub mod error;
 mod memory;
@@ -241,6 +242,9 @@ pub fn router(state: Arc<State>) -> Router {
     routes
         .merge(mcp)
         .layer(axum::Extension(doc))
+        // The web console (`crates/server/console/`): `/console/…`, and `/` for browsers.
+        .merge(console::routes())
+        .layer(axum::middleware::from_fn(console::root_page))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
