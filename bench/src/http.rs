@@ -26,7 +26,7 @@ use neuralcore_mind::Mind;
 use neuralcore_server::{ServeOptions, State};
 use serde_json::json;
 
-fn pct(v: &mut [f64], p: f64) -> f64 {
+pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

@@ -29,6 +29,7 @@ mod ask;
 mod embed_query;
 mod http;
 mod kernels;
+mod mcp;
 mod memory;
 mod mind;
 mod vectors;
@@ -52,6 +53,7 @@ const USAGE: &str = "usage:
   nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20]
   nc-bench http --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
                 [--clients 50] [--secs 60] [--ask-every 5]
+  nc-bench mcp --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -432,6 +434,7 @@ fn main() -> ExitCode {
         "agents-reload" => agents::bench_reload(&args[1..]),
         "ask" => ask::bench_ask(&args[1..]),
         "http" => http::bench_http(&args[1..]),
+        "mcp" => mcp::bench_mcp(&args[1..]),
         "memory" => memory::bench_memory(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

@@ -398,7 +398,6 @@ fn mcp_over_stdio_survives_garbage_lines_and_answers_bad_arguments_with_tool_err
         serde_json::json!({"uri": "file:///etc/passwd"}),
     ));
     assert!(r["error"]["message"].as_str().is_some(), "{r}");
-    drop(ask);
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "exit {status:?}");
