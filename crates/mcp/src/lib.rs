@@ -545,7 +545,7 @@ impl NeuralcoreMcp {
         Ok(self
             .run(move |app| {
                 app.memory_graph(&who.tenant, &q)
-                    .map(|n| json!({ "neighbourhoods": n }))
+                    .map(|n| json!({ "entities": n }))
             })
             .await)
     }

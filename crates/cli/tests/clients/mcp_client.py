@@ -150,7 +150,7 @@ async def stdio(binary, data_dir):
         tiers = await call_ok(client, "memory_tiers", {"project": "atlas", "query": "deploy"})
         check("blue-green" in tiers["text"], f"tiers: {tiers['text']}")
         graph = await call_ok(client, "memory_graph", {"entity": "Atlas"})
-        check(ida in json.dumps(graph["neighbourhoods"]), f"memory_graph: {graph}")
+        check(ida in json.dumps(graph["entities"]), f"memory_graph: {graph}")
         gone = await call_ok(client, "memory_forget", {"id": idb})
         check(gone["status"] != "active", f"forgotten: {gone}")
 
