@@ -13,6 +13,7 @@ mod error;
 pub mod jobs;
 pub mod keys;
 mod memory;
+mod runs;
 mod search;
 mod tenant;
 
@@ -34,6 +35,7 @@ use neuralcore_core::CollectionInfo;
 use neuralcore_engine::{Config, Engine, MemoryBackendKind, MindBackend};
 use neuralcore_memory::{MemoryBackend, MemorySearcher, MemoryStore};
 use neuralcore_mind::{Mind, MindConfig};
+pub use runs::{RunSummary, RUNS_DEFAULT_LIMIT, RUNS_MAX_LIMIT, RUN_RETENTION, RUN_SCHEMA};
 pub use search::{de_opt_uint, Hit, SearchRequest, SearchResponse, SEARCH_SCHEMA};
 pub use tenant::{Tenant, DEFAULT_TENANT};
 
@@ -249,8 +251,40 @@ impl App {
     /// Answer `question` over one of the tenant's collections with the control loop,
     /// in the run scope `run_id` (of this tenant). `recall` lets the loop draw on the
     /// memory store too. The loop's events go to `opts.events` as they happen, in the
-    /// caller's names (the sources of uploads as `upload:<name>`).
+    /// caller's names (the sources of uploads as `upload:<name>`). A finished run
+    /// (answered or abstained) is kept for [`App::runs`] and [`App::run`]; failing to
+    /// keep it is logged, never the ask's error.
     pub fn ask(
+        &self,
+        tenant: &Tenant,
+        run_id: &str,
+        question: &str,
+        opts: &AskOptions,
+        recall: bool,
+    ) -> Result<AskReport, AppError> {
+        let started_ms = neuralcore_memory::now_ms();
+        let clock = std::time::Instant::now();
+        let report = self.ask_unrecorded(tenant, run_id, question, opts, recall)?;
+        let latency_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Err(e) = runs::record(self.mind(), tenant, &report, started_ms, latency_ms) {
+            tracing::warn!("the run {run_id:?} was not kept for the runs list: {e}");
+        }
+        Ok(report)
+    }
+
+    /// The tenant's recent runs (kept for [`RUN_RETENTION`]), newest first, at most
+    /// `limit` (1 to [`RUNS_MAX_LIMIT`]).
+    pub fn runs(&self, tenant: &Tenant, limit: usize) -> Result<Vec<RunSummary>, AppError> {
+        runs::list(self.mind(), tenant, limit)
+    }
+
+    /// The report of one of the tenant's recent runs; another tenant's run is not
+    /// found, as an unknown one.
+    pub fn run(&self, tenant: &Tenant, run_id: &str) -> Result<AskReport, AppError> {
+        runs::get(self.mind(), tenant, run_id)
+    }
+
+    fn ask_unrecorded(
         &self,
         tenant: &Tenant,
         run_id: &str,

@@ -97,7 +97,7 @@ async function readSse(res, onEvent) {
 
 const VERDICT_CLASS = { CORRECT: "ok", VERIFIED: "ok", AMBIGUOUS: "warn", INCORRECT: "bad", DROPPED: "bad" };
 
-function verdictBadge(v) {
+export function verdictBadge(v) {
   return h("span", { class: "verdict v-" + (VERDICT_CLASS[v] || "none"), "data-verdict": v }, v);
 }
 
@@ -107,7 +107,7 @@ function evidenceName(e) {
 }
 
 /** One timeline entry for an event, or null for events shown elsewhere. */
-function describe(kind, d) {
+export function describe(kind, d) {
   const it = d.iteration ? `it ${d.iteration}` : "";
   switch (kind) {
     case "accepted": return ["run " + d.run_id];
@@ -192,18 +192,16 @@ async function runAsk(col, label, req) {
   status.textContent = `Done in ${(ms / 1000).toFixed(2)} s; first event after ${num(first, 0)} ms.`;
   col.dataset.done = "1";
   if (report) {
+    // The server keeps the run itself (GET /v1/runs); the tab keeps what only it saw.
     recordRun({
-      at: Date.now(), run_id: report.run_id, question: req.question, collection: req.collection,
-      switches: req.switches, latency_ms: Math.round(ms), first_event_ms: first === null ? null : Math.round(first),
-      iterations: report.iterations.length, abstained: report.abstained, method: report.method,
-      confidence: report.confidence, stopped: report.budget && report.budget.stopped, answer: report.answer.slice(0, 500),
-      trace,
+      run_id: report.run_id, switches: req.switches, latency_ms: Math.round(ms),
+      first_event_ms: first === null ? null : Math.round(first), trace,
     });
   }
 }
 
 /** The answer with each `[n]` a button opening citation n. */
-function showAnswer(answer, cited, collection, d) {
+export function showAnswer(answer, cited, collection, d) {
   const byN = new Map(d.citations.map((c) => [c.n, c]));
   const p = h("p", { class: "answer-text" });
   for (const piece of d.answer.split(/(\[\d+\])/)) {
@@ -225,7 +223,7 @@ function showAnswer(answer, cited, collection, d) {
   fill(answer, h("h3", {}, "Answer"), p, h("p", { class: "muted" }, `${d.method}, confidence ${num(d.confidence)}`), list);
 }
 
-function showAbstention(answer, d) {
+export function showAbstention(answer, d) {
   fill(answer, h("div", { class: "abstention" },
     h("h3", {}, "Insufficient evidence"),
     h("p", {}, d.reason),

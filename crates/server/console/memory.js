@@ -42,8 +42,60 @@ export async function memoryPage(root) {
   const open = h("form", { class: "inline", id: "open-memory-form" }, field("Open a memory by id", openId), h("button", { type: "submit" }, "Open"));
   open.addEventListener("submit", (ev) => { ev.preventDefault(); location.hash = "#/memory/" + encodeURIComponent(openId.value.trim()); });
 
-  fill(root, h("h1", {}, "Memory"), search, hits, open, tiersForm(), h("h2", {}, "All memories"), field("Status", status), all);
+  fill(root, h("h1", {}, "Memory"), search, hits, open, tiersForm(), graphForm(), h("h2", {}, "All memories"), field("Status", status), all);
   await showList();
+}
+
+/** The knowledge graph around an entity: the memories naming it (superseded and
+ * contradicting ones marked) and the entities they also name, each a link to its own
+ * neighbourhood. */
+function graphForm() {
+  const entity = h("input", { id: "graph-entity", name: "entity", required: true, minlength: 2, maxlength: 80 });
+  const out = h("div", { id: "graph" });
+  const show = (name) => guard(out, async () => {
+    entity.value = name;
+    const g = await api("GET", "/v1/memory/graph?entity=" + encodeURIComponent(name));
+    if (!g.entities.length) {
+      fill(out, h("p", { class: "muted" }, `No entity "${name}" in the memories.`));
+      return;
+    }
+    const sections = [];
+    for (const n of g.entities) {
+      const items = [];
+      for (const id of n.memories.slice(0, 20)) {
+        let got;
+        try {
+          got = await api("GET", "/v1/memories/" + encodeURIComponent(id));
+        } catch (e) {
+          items.push(h("li", {}, link(id, "memory", id), " ", errorBox(e)));
+          continue;
+        }
+        const rels = got.relations || [];
+        const marks = [];
+        if (got.memory.status !== "active") marks.push(got.memory.status);
+        if (rels.some((r) => r.kind === "SUPERSEDES" && r.to === id)) marks.push("superseded");
+        if (rels.some((r) => r.kind === "CONTRADICTS")) marks.push("contradicted");
+        items.push(h("li", { class: "memory" + (marks.includes("superseded") ? " superseded" : "") + (marks.includes("contradicted") ? " contradicts" : ""), "data-id": id },
+          trustBar(got.memory.trust), " ", link(id, "memory", id),
+          marks.length ? h("span", { class: "rel" }, " " + marks.join(", ")) : "", " ", got.memory.text));
+      }
+      const more = n.memories.length > 20 ? h("p", { class: "muted" }, `and ${n.memories.length - 20} more`) : "";
+      const related = n.related.map(([node, count]) => {
+        const b = h("button", { type: "button", class: "linkish", "data-node": node }, `${node} (${count})`);
+        b.addEventListener("click", () => show(node));
+        return h("li", {}, b);
+      });
+      sections.push(h("section", { class: "entity", "data-node": n.node },
+        h("h3", {}, h("code", {}, n.node)),
+        h("h4", {}, `Memories naming it (${n.memories.length})`), h("ul", { class: "plain" }, items), more,
+        h("h4", {}, "Entities they also name"), related.length ? h("ul", { class: "plain" }, related) : h("p", { class: "muted" }, "none")));
+    }
+    fill(out, ...sections);
+  });
+  const form = h("form", { id: "graph-form", class: "search-form" },
+    field("Graph around an entity (a name or ent:kind:name)", entity), h("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); show(entity.value.trim()); });
+  return h("section", {}, h("h2", {}, "Knowledge graph"), form, out);
 }
 
 /** The tiers: what an agent loads at a session's start, with token counts. */

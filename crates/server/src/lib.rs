@@ -22,6 +22,7 @@ mod memory;
 pub mod metrics;
 pub mod openapi;
 mod routes;
+mod runs;
 pub mod wire;
 
 use std::net::SocketAddr;
@@ -190,6 +191,8 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(documents::job_events))
         .routes(routes!(routes::search))
         .routes(routes!(routes::ask))
+        .routes(routes!(runs::list))
+        .routes(routes!(runs::get))
         .routes(routes!(memory::add, memory::list))
         .routes(routes!(memory::search))
         .routes(routes!(memory::get))

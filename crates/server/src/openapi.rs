@@ -230,6 +230,8 @@ mod tests {
             "GET /v1/memory/graph",
             "GET /v1/memory/tiers",
             "GET /v1/models",
+            "GET /v1/runs",
+            "GET /v1/runs/{run_id}",
             "GET /v1/tools",
             "POST /api/chat",
             "POST /v1/ask",

@@ -584,3 +584,94 @@ fn two_tenants_asking_at_once_never_see_each_other() {
         h.join().unwrap();
     }
 }
+
+#[test]
+fn recent_runs_are_listed_newest_first_and_kept_per_tenant() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| made = acme_and_globex(ks));
+    let a = s.addr;
+    let (acme, globex) = (made["acme"].as_str(), made["globex"].as_str());
+    let mut asked = Vec::new();
+    for q in [
+        "When does the acme rocket launch?",
+        "Where does the acme rocket launch from?",
+    ] {
+        let r = req(
+            a,
+            "POST",
+            "/v1/ask",
+            Some(acme),
+            Some(&json!({"question": q, "collection": "docs"})),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        asked.push(r.json());
+        // Distinct start times, so "newest first" is a real order.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // The list: both, newest first, with their summaries.
+    let r = req(a, "GET", "/v1/runs", Some(acme), None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let runs = r.json()["runs"].as_array().unwrap().clone();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for (run, report) in runs.iter().zip(asked.iter().rev()) {
+        assert_eq!(run["schema"], "neuralcore.run/v1");
+        assert_eq!(run["run_id"], report["run_id"]);
+        assert_eq!(run["question"], report["question"]);
+        assert_eq!(run["collection"], "docs");
+        assert_eq!(run["abstained"], report["abstained"]);
+        assert_eq!(run["method"], report["method"]);
+        assert_eq!(
+            run["iterations"],
+            report["iterations"].as_array().unwrap().len()
+        );
+        let answer = report["answer"].as_str().unwrap();
+        assert!(answer.starts_with(run["answer"].as_str().unwrap().trim_end_matches('…')));
+        let (started, finished, latency) = (
+            run["started_ms"].as_u64().unwrap(),
+            run["finished_ms"].as_u64().unwrap(),
+            run["latency_ms"].as_u64().unwrap(),
+        );
+        assert!(
+            started > 1_700_000_000_000 && finished == started + latency,
+            "{run}"
+        );
+    }
+    assert!(runs[0]["started_ms"].as_u64() > runs[1]["started_ms"].as_u64());
+    let limited = req(a, "GET", "/v1/runs?limit=1", Some(acme), None).json();
+    assert_eq!(limited["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(limited["runs"][0]["run_id"], runs[0]["run_id"]);
+
+    // One run: the report the ask answered, with its trace.
+    let id = asked[0]["run_id"].as_str().unwrap();
+    let r = req(a, "GET", &format!("/v1/runs/{id}"), Some(acme), None);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let report = r.json();
+    assert_eq!(report["schema"], "neuralcore.ask/v1");
+    assert_eq!(report["answer"], asked[0]["answer"]);
+    assert!(report["answer"]
+        .as_str()
+        .unwrap()
+        .contains("ninth of March"));
+    assert_eq!(report["iterations"], asked[0]["iterations"]);
+    assert_eq!(report["verdicts"], asked[0]["verdicts"]);
+
+    // The other tenant lists none of them, and cannot tell them from unknown ids.
+    let theirs = req(a, "GET", "/v1/runs", Some(globex), None).json();
+    assert_eq!(theirs["runs"], json!([]), "{theirs}");
+    let hidden =
+        req(a, "GET", &format!("/v1/runs/{id}"), Some(globex), None).problem(404, "not_found");
+    let unknown = req(a, "GET", "/v1/runs/api-0-0", Some(globex), None).problem(404, "not_found");
+    assert_eq!(
+        hidden["detail"].as_str().unwrap().replace(id, "ID"),
+        unknown["detail"].as_str().unwrap().replace("api-0-0", "ID")
+    );
+    assert!(!hidden.to_string().contains("acme"), "{hidden}");
+
+    // Bad limits and ids are 400s.
+    for q in ["limit=0", "limit=1000", "limit=x", "limit=-1", "nope=1"] {
+        req(a, "GET", &format!("/v1/runs?{q}"), Some(acme), None).problem(400, "invalid_input");
+    }
+    req(a, "GET", "/v1/runs/a.b", Some(acme), None).problem(400, "invalid_input");
+    req(a, "GET", "/v1/runs", None, None).problem(401, "unauthorized");
+}

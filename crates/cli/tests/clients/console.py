@@ -55,6 +55,7 @@ wait_job(call("POST", "/v1/collections/notes/documents", KEY_B, {"documents": [
     {"name": "secret", "title": "Secret", "text": "The other tenant's secret launch plan."}]}), KEY_B)
 DOC_B = call("GET", "/v1/collections/notes/sources", KEY_B)["sources"][0]["documents"][0]
 MEM_B = call("POST", "/v1/memories", KEY_B, {"text": "The other tenant's private memory"})["memory"]["id"]
+RUN_B = call("POST", "/v1/ask", KEY_B, {"question": "What is the secret launch plan?", "collection": "notes"})["run_id"]
 # The user's memories: an old rule superseded by a new one.
 OLD = call("POST", "/v1/memories", KEY_A, {"text": "Deploys go through the staging gate", "kind": "rule", "project": "web"})["memory"]["id"]
 NEW = call("POST", "/v1/memories", KEY_A, {"text": "Deploys go through the release gate since March", "kind": "rule", "project": "web"})["memory"]["id"]
@@ -215,6 +216,11 @@ with sync_playwright() as p:
     page.fill("#tiers-query", "deploy")
     page.click("#tiers-form button")
     expect(page.locator("[data-tier=l0] h3")).to_contain_text("tokens")
+    page.fill("#graph-entity", "Deploys")
+    page.click("#graph-form button")
+    expect(page.locator(f"#graph li.memory[data-id='{OLD}']")).to_contain_text("superseded")
+    expect(page.locator(f"#graph li.memory[data-id='{NEW}']")).to_be_visible()
+    assert "private memory" not in page.locator("#graph").inner_text()
     shot(page, "memory")
     page.locator(f"#memory-list .memory[data-id='{OLD}'] a").click()
     expect(page.locator("#relations tr.superseded")).to_contain_text("this is superseded")
@@ -233,11 +239,30 @@ with sync_playwright() as p:
     page.goto(f"{BASE}/#/doc/notes/{DOC_B}")
     expect(page.locator("#page .error")).to_contain_text("Not found")
     assert "secret launch" not in page.locator("#page").inner_text()
+    page.goto(f"{BASE}/#/runs/{RUN_B}")
+    expect(page.locator("#page .error")).to_contain_text("Not found")
+    assert "secret" not in page.locator("#page").inner_text()
 
-    step("runs of this tab")
+    step("runs: the server's list, a stored trace")
     page.click("nav a[data-page=runs]")
     expect(page.locator("#runs-table tbody tr")).to_have_count(3)
     shot(page, "runs")
+    # The list is the server's, not the tab's: it stays when the tab forgets its asks.
+    page.evaluate("sessionStorage.removeItem('neuralcore.runs')")
+    page.reload()
+    expect(page.locator("#runs-table tbody tr")).to_have_count(3)
+    mine = call("GET", "/v1/runs", KEY_A)["runs"]
+    assert [r["question"] for r in mine] == ["What causes the tides?"] * 3, mine
+    assert [r["run_id"] for r in call("GET", "/v1/runs", KEY_B)["runs"]] == [RUN_B]
+    # The oldest is the full loop's: its answer, verdicts and trace, from the server.
+    page.locator("#runs-table tbody tr").last.locator("a").click()
+    expect(page.locator("#run-facts")).to_contain_text("What causes the tides?")
+    expect(page.locator("#run-answer .answer-text")).to_contain_text("Moon")
+    assert page.locator("#run-verdicts tbody tr").count() > 0
+    assert page.locator("#run-trace li[data-kind=verdict]").count() > 0
+    assert page.locator("#run-trace li[data-kind=reflection]").count() > 0
+    page.locator("#run-answer button.cite").first.click()
+    expect(page.locator("#page .cited mark")).to_contain_text("gravitational pull of the Moon")
 
     step("library: delete the probe's source")
     page.goto(f"{BASE}/#/library/notes")
