@@ -18,18 +18,7 @@ log() { echo "clients: $*" >&2; }
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-make_venv "$VENV"
-if ! "$VENV/bin/python" - "${PACKAGES[@]}" <<'PY' >/dev/null 2>&1
-import sys
-from importlib.metadata import version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    assert version(name) == want, spec
-PY
-then
-  log "installing ${PACKAGES[*]} from PyPI"
-  "$VENV/bin/pip" install --quiet "${PACKAGES[@]}" >&2
-fi
+pip_pinned "$VENV" "${PACKAGES[@]}"
 
 INSPECTOR="$CACHE/mcp-inspector"
 INSPECTOR_VERSION=2.12.0

@@ -24,16 +24,5 @@ if [[ -z "$CHROMIUM" ]]; then
   CHROMIUM="$(command -v chromium)"
 fi
 
-make_venv "$VENV"
-if ! "$VENV/bin/python" - "${PACKAGES[@]}" <<'PY' >/dev/null 2>&1
-import sys
-from importlib.metadata import version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    assert version(name) == want, spec
-PY
-then
-  log "installing ${PACKAGES[*]} from PyPI"
-  "$VENV/bin/pip" install --quiet "${PACKAGES[@]}" >&2
-fi
+pip_pinned "$VENV" "${PACKAGES[@]}"
 echo "export NEURALCORE_TEST_CONSOLE_PYTHON=$VENV/bin/python NEURALCORE_TEST_CHROMIUM=$CHROMIUM"

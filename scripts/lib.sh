@@ -41,6 +41,25 @@ make_venv() {
     fi
 }
 
+# Install the pinned PyPI packages $2… (name==version) into the venv $1 (made when
+# missing) unless each is there at exactly that version.
+pip_pinned() {
+    local venv="$1"
+    shift
+    make_venv "$venv"
+    if ! "$venv/bin/python" - "$@" <<'PY' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    assert version(name) == want, spec
+PY
+    then
+        log "installing $* from PyPI"
+        "$venv/bin/pip" install --quiet "$@" >&2
+    fi
+}
+
 # Stop the process whose pid is in the file $1 (TERM, then KILL after 5 s), and
 # remove the file.
 stop_pidfile() {

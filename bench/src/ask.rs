@@ -2,52 +2,30 @@
 //! to plain hybrid retrieval of the same questions in the same run (the loop's overhead
 //! over one search). Target: p50 ≤ 30 ms on SciFact.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use neuralcore_agents::{AgentLoader, AskOptions, Orchestrator, Registry, Services};
-use neuralcore_engine::{Config, Engine, SearchOptions};
+use neuralcore_engine::{Engine, SearchOptions};
 use neuralcore_mind::Mind;
 
+use crate::workload::{parse_arg, Workload};
+
 pub fn bench_ask(args: &[String]) -> Result<(), String> {
-    let mut data_dir: Option<PathBuf> = None;
-    let mut queries: Option<PathBuf> = None;
-    let mut collection = String::from("default");
-    let mut model_dir: Option<String> = None;
-    let mut n = 300usize;
+    let w = Workload::parse(args)?;
     let mut warm = 20usize;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+    for (a, v) in &w.rest {
         match a.as_str() {
-            "--data-dir" => data_dir = Some(v.into()),
-            "--queries" => queries = Some(v.into()),
-            "--collection" => collection = v.clone(),
-            "--model-dir" => model_dir = Some(v.clone()),
-            "-n" => n = v.parse().map_err(|e| format!("-n: {e}"))?,
-            "--warm" => warm = v.parse().map_err(|e| format!("--warm: {e}"))?,
+            "--warm" => warm = parse_arg(a, v)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    let data_dir = data_dir.ok_or("--data-dir is required")?;
-    let queries = queries.ok_or("--queries is required (BEIR queries.jsonl)")?;
-    let mut cfg = Config::load(Some(&data_dir.join("neuralcore.toml")), std::env::vars())
-        .map_err(|e| e.to_string())?;
-    if let Some(m) = model_dir {
-        cfg.embedding.model_dir = m;
-    }
-    let engine = Arc::new(Engine::open(&data_dir, cfg).map_err(|e| e.to_string())?);
-    let texts: Vec<String> = std::fs::read_to_string(&queries)
-        .map_err(|e| format!("{}: {e}", queries.display()))?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
-        .take(n + warm)
-        .collect();
+    let (n, collection) = (w.n, w.collection.clone());
+    let texts = w.queries(n + warm)?;
     if texts.len() <= warm {
         return Err("not enough queries".into());
     }
+    let engine = Arc::new(Engine::open(&w.data_dir, w.config).map_err(|e| e.to_string())?);
     let registry = Registry::discover()?;
     let o = Orchestrator {
         loader: Arc::new(AgentLoader::new(Vec::new(), registry.clone())),

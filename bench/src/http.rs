@@ -15,16 +15,16 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use neuralcore_app::{App, AskOptions, KeyStore, OpenOptions, SearchRequest, Tenant};
-use neuralcore_engine::Config;
 use neuralcore_mind::Mind;
 use neuralcore_server::{ServeOptions, State};
 use serde_json::json;
+
+use crate::workload::{parse_arg, Workload};
 
 pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
@@ -98,53 +98,28 @@ impl Conn {
 }
 
 pub fn bench_http(args: &[String]) -> Result<(), String> {
-    let mut data_dir: Option<PathBuf> = None;
-    let mut queries: Option<PathBuf> = None;
-    let mut collection = String::from("default");
-    let mut model_dir: Option<String> = None;
-    let (mut n, mut clients, mut secs, mut ask_every) = (300usize, 50usize, 60u64, 5usize);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+    let w = Workload::parse(args)?;
+    let (mut clients, mut secs, mut ask_every) = (50usize, 60u64, 5usize);
+    for (a, v) in &w.rest {
         match a.as_str() {
-            "--data-dir" => data_dir = Some(v.into()),
-            "--queries" => queries = Some(v.into()),
-            "--collection" => collection = v.clone(),
-            "--model-dir" => model_dir = Some(v.clone()),
-            "-n" => n = v.parse().map_err(|e| format!("-n: {e}"))?,
-            "--clients" => clients = v.parse().map_err(|e| format!("--clients: {e}"))?,
-            "--secs" => secs = v.parse().map_err(|e| format!("--secs: {e}"))?,
-            "--ask-every" => ask_every = v.parse().map_err(|e| format!("--ask-every: {e}"))?,
+            "--clients" => clients = parse_arg(a, v)?,
+            "--secs" => secs = parse_arg(a, v)?,
+            "--ask-every" => ask_every = parse_arg(a, v)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
-    let data_dir = data_dir.ok_or("--data-dir is required")?;
-    let queries = queries.ok_or("--queries is required (BEIR queries.jsonl)")?;
-    let mut cfg = Config::load(Some(&data_dir.join("neuralcore.toml")), std::env::vars())
-        .map_err(|e| e.to_string())?;
-    if let Some(m) = model_dir {
-        cfg.embedding.model_dir = m;
-    }
-    let texts: Vec<String> = std::fs::read_to_string(&queries)
-        .map_err(|e| format!("{}: {e}", queries.display()))?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
-        .take(n)
-        .collect();
-    if texts.is_empty() {
-        return Err("no queries".into());
-    }
+    let texts = w.queries(w.n)?;
+    let collection = w.collection.clone();
     let app = App::open(
-        &data_dir,
-        cfg,
+        &w.data_dir,
+        w.config,
         OpenOptions {
             mind: Some(Mind::memory()),
             ..Default::default()
         },
     )
     .map_err(|e| e.to_string())?;
-    let keys = KeyStore::open(&data_dir).map_err(|e| e.to_string())?;
+    let keys = KeyStore::open(&w.data_dir).map_err(|e| e.to_string())?;
     let opts = ServeOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         rate_per_minute: 0,

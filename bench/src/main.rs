@@ -33,6 +33,7 @@ mod mcp;
 mod memory;
 mod mind;
 mod vectors;
+mod workload;
 
 type Result<T> = std::result::Result<T, String>;
 

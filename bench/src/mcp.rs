@@ -10,16 +10,15 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use neuralcore_app::{App, OpenOptions, SearchRequest, Tenant};
-use neuralcore_engine::Config;
 use neuralcore_mind::Mind;
 use serde_json::{json, Value};
 
 use crate::http::pct;
+use crate::workload::Workload;
 
 /// A JSON-RPC client over one stream: a request line out, a response line back.
 struct Client {
@@ -49,44 +48,16 @@ impl Client {
 }
 
 pub fn bench_mcp(args: &[String]) -> Result<(), String> {
-    let mut data_dir: Option<PathBuf> = None;
-    let mut queries: Option<PathBuf> = None;
-    let mut collection = String::from("default");
-    let mut model_dir: Option<String> = None;
-    let mut n = 300usize;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
-        match a.as_str() {
-            "--data-dir" => data_dir = Some(v.into()),
-            "--queries" => queries = Some(v.into()),
-            "--collection" => collection = v.clone(),
-            "--model-dir" => model_dir = Some(v.clone()),
-            "-n" => n = v.parse().map_err(|e| format!("-n: {e}"))?,
-            other => return Err(format!("unknown argument {other}")),
-        }
+    let w = Workload::parse(args)?;
+    if let Some((a, _)) = w.rest.first() {
+        return Err(format!("unknown argument {a}"));
     }
-    let data_dir = data_dir.ok_or("--data-dir is required")?;
-    let queries = queries.ok_or("--queries is required (BEIR queries.jsonl)")?;
-    let mut cfg = Config::load(Some(&data_dir.join("neuralcore.toml")), std::env::vars())
-        .map_err(|e| e.to_string())?;
-    if let Some(m) = model_dir {
-        cfg.embedding.model_dir = m;
-    }
-    let texts: Vec<String> = std::fs::read_to_string(&queries)
-        .map_err(|e| format!("{}: {e}", queries.display()))?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| v["text"].as_str().map(str::to_string))
-        .take(n)
-        .collect();
-    if texts.is_empty() {
-        return Err("no queries".into());
-    }
+    let texts = w.queries(w.n)?;
+    let collection = w.collection.clone();
     let app = Arc::new(
         App::open(
-            &data_dir,
-            cfg,
+            &w.data_dir,
+            w.config,
             OpenOptions {
                 mind: Some(Mind::memory()),
                 ..Default::default()

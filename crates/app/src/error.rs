@@ -41,6 +41,17 @@ impl AppError {
         }
     }
 
+    /// Log an internal error's detail (it may name a path of the server's disk, so no
+    /// front end shows it) under a new id, and return the id the front end names instead.
+    pub fn log_internal(detail: &str) -> u64 {
+        let id = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| (d.as_nanos() % 1_000_000_000_000) as u64)
+            .unwrap_or(0);
+        tracing::error!(error_id = %id, "internal error: {detail}");
+        id
+    }
+
     /// Cannot `what` (e.g. "store the upload") because the disk is full.
     pub fn storage_full(what: &str) -> Self {
         AppError::StorageFull(format!(

@@ -1,27 +1,15 @@
 //! The `neuralcore` binary end to end: every command, bad input, exit codes, and a
 //! `kill -9` in the middle of an ingest.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
-    // Tests never inherit a user's settings, but for the instruction set the suite runs
-    // the encoder on (`NEURALCORE_ISA=avx2 scripts/test.sh`).
-    for (k, _) in std::env::vars() {
-        if (k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA")
-            || k.starts_with("HF_")
-            || k.starts_with("HUGGING")
-        {
-            c.env_remove(k);
-        }
-    }
-    c.stdin(Stdio::null());
-    c
-}
+use common::{bin, client_python, model_cache, start_server, start_server_with};
 
 fn run(data: &Path, args: &[&str]) -> Output {
     bin()
@@ -327,13 +315,6 @@ fn eval_beir_runs_on_an_unseen_dataset_and_reuses_its_collection() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// The model cache holding all-MiniLM-L6-v2 (pulled by scripts/test.sh).
-fn model_cache() -> String {
-    neuralcore_models::testing::model_cache()
-        .display()
-        .to_string()
 }
 
 fn run_with_model(data: &Path, args: &[&str]) -> Output {
@@ -1389,39 +1370,6 @@ fn train_evaluator_from_pairs_then_bad_input() {
     );
 }
 
-/// `neuralcore serve` on a free loopback port; its address.
-fn start_server(data: &Path) -> (std::process::Child, String) {
-    start_server_with(data, &[])
-}
-
-/// `neuralcore serve` with more arguments.
-fn start_server_with(data: &Path, args: &[&str]) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = bin()
-        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
-        .arg("--data-dir")
-        .arg(data)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server stopped before it listened")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("neuralcore serving http://") {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, format!("http://{addr}"))
-}
-
 fn get_json(url: &str) -> Value {
     ureq::get(url)
         .call()
@@ -1495,16 +1443,6 @@ fn a_server_killed_during_an_ingest_job_resumes_it_on_restart() {
     assert_eq!(info["documents"], 300, "{info}");
     server.kill().unwrap();
     server.wait().unwrap();
-}
-
-/// The Python with the real clients (`scripts/clients.sh`), or `None` when the suite
-/// runs without them (the test then says it was skipped).
-fn client_python() -> Option<String> {
-    let p = std::env::var("NEURALCORE_TEST_PYTHON").ok();
-    if p.is_none() {
-        eprintln!("skipped: NEURALCORE_TEST_PYTHON is not set (scripts/test.sh sets it)");
-    }
-    p
 }
 
 #[test]

@@ -7,26 +7,14 @@
 //! `NEURALCORE_CONSOLE_SCREENSHOTS=docs/console` in the folder the README links (how
 //! those were made), so a test run never changes the working tree.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use common::bin;
 
 use serde_json::Value;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
-    // Tests never inherit a user's settings, but for the instruction set the suite runs
-    // the encoder on (`NEURALCORE_ISA=avx2 scripts/test.sh`).
-    for (k, _) in std::env::vars() {
-        if (k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA")
-            || k.starts_with("HF_")
-            || k.starts_with("HUGGING")
-        {
-            c.env_remove(k);
-        }
-    }
-    c.stdin(Stdio::null());
-    c
-}
 
 fn run_json(data: &Path, args: &[&str]) -> Value {
     let out = bin()
@@ -44,45 +32,13 @@ fn run_json(data: &Path, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
-/// `neuralcore serve` on a free loopback port, with the embedding model; its address.
-fn start_server(data: &Path) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let models = neuralcore_models::testing::model_cache();
-    let mut child = bin()
-        .env("NEURALCORE_EMBEDDING_MODEL_DIR", models)
-        .arg("--data-dir")
-        .arg(data)
-        .args(["serve", "--addr", "127.0.0.1:0", "--rate-per-minute", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server stopped before it listened")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("neuralcore serving http://") {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, format!("http://{addr}"))
-}
-
 /// The Python with Playwright (`scripts/console-client.sh`), or `None` when the suite
 /// runs without it (the test then says it was skipped).
 fn console_python() -> Option<String> {
-    let p = std::env::var("NEURALCORE_TEST_CONSOLE_PYTHON").ok();
-    if p.is_none() {
-        eprintln!(
-            "skipped: NEURALCORE_TEST_CONSOLE_PYTHON is not set (scripts/test.sh sets it \
-             through scripts/console-client.sh)"
-        );
-    }
-    p
+    common::provided(
+        "NEURALCORE_TEST_CONSOLE_PYTHON",
+        "scripts/console-client.sh",
+    )
 }
 
 #[test]
@@ -105,7 +61,7 @@ fn the_web_console_works_in_a_real_browser_and_keeps_documents_inert_and_tenants
             .to_string()
     };
     let (user, other) = (key("acme"), key("globex"));
-    let (mut server, base) = start_server(&data);
+    let (mut server, base) = common::start_server_with(&data, &["--rate-per-minute", "0"]);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut cmd = Command::new(python);
     cmd.arg(root.join("crates/cli/tests/clients/console.py"))

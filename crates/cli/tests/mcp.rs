@@ -3,32 +3,15 @@
 //! tenants and a read-only key), and the MCP Inspector's CLI (`@modelcontextprotocol/
 //! inspector` on npm) over both; raw JSON-RPC lines for bad input.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::{bin, client_python, model_cache, start_server};
+
 use serde_json::Value;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
-    for (k, _) in std::env::vars() {
-        if (k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA")
-            || k.starts_with("HF_")
-            || k.starts_with("HUGGING")
-        {
-            c.env_remove(k);
-        }
-    }
-    c.env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache());
-    c.stdin(Stdio::null());
-    c
-}
-
-fn model_cache() -> String {
-    neuralcore_models::testing::model_cache()
-        .display()
-        .to_string()
-}
 
 /// Run the CLI on `data`; its stdout, or a panic with its stderr.
 fn run(data: &Path, args: &[&str]) -> String {
@@ -44,40 +27,6 @@ fn run(data: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// `neuralcore serve` on a free loopback port: the child and its base URL.
-fn start_server(data: &Path) -> (std::process::Child, String) {
-    let mut child = bin()
-        .arg("--data-dir")
-        .arg(data)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server stopped before it listened")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("neuralcore serving http://") {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, format!("http://{addr}"))
-}
-
-/// The Python with the real clients (`scripts/clients.sh`), or `None` when the suite
-/// runs without them (the test then says it was skipped).
-fn client_python() -> Option<String> {
-    let p = std::env::var("NEURALCORE_TEST_PYTHON").ok();
-    if p.is_none() {
-        eprintln!("skipped: NEURALCORE_TEST_PYTHON is not set (scripts/test.sh sets it)");
-    }
-    p
 }
 
 fn script() -> PathBuf {
@@ -157,11 +106,7 @@ fn mcp_python_sdk_over_http_two_tenants_never_see_each_other_and_read_keys_only_
 
 /// The MCP Inspector's folder (`scripts/clients.sh` installs it), or `None`.
 fn inspector() -> Option<PathBuf> {
-    let p = std::env::var("NEURALCORE_TEST_MCP_INSPECTOR").ok();
-    if p.is_none() {
-        eprintln!("skipped: NEURALCORE_TEST_MCP_INSPECTOR is not set (scripts/test.sh sets it)");
-    }
-    p.map(PathBuf::from)
+    common::provided("NEURALCORE_TEST_MCP_INSPECTOR", "scripts/clients.sh").map(PathBuf::from)
 }
 
 /// `mcp-inspector --cli ARGS`: whether it succeeded (it fails on a tool error, after
@@ -322,6 +267,7 @@ fn mcp_over_stdio_survives_garbage_lines_and_answers_bad_arguments_with_tool_err
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let mut child = bin()
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
         .arg("--data-dir")
         .arg(&data)
         .args(["-q", "mcp"])

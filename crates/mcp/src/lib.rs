@@ -156,12 +156,10 @@ impl NeuralcoreMcp {
 fn tool_error(e: AppError) -> CallToolResult {
     let text = match &e {
         AppError::Internal(m) => {
-            let id = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() % 1_000_000_000_000)
-                .unwrap_or(0);
-            tracing::error!(error_id = %id, "internal error in an MCP tool: {m}");
-            format!("internal error (logged as {id})")
+            format!(
+                "internal error {} (the server's log has the detail)",
+                AppError::log_internal(m)
+            )
         }
         other => format!("{}: {other}", other.kind()),
     };

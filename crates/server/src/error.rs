@@ -132,11 +132,7 @@ impl From<AppError> for ApiError {
                 }
             }
             AppError::Internal(m) => {
-                let id = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() % 1_000_000_000_000)
-                    .unwrap_or(0);
-                tracing::error!(error_id = %id, "internal error: {m}");
+                let id = AppError::log_internal(&m);
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "internal",

@@ -1,0 +1,77 @@
+//! What the CLI's integration tests share: the binary without the user's settings,
+//! the embedding model, a `neuralcore serve` on a free port, the real clients' Python.
+#![allow(dead_code)] // each test file uses its own part of it
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// The `neuralcore` binary. Tests never inherit a user's settings, but for the
+/// instruction set the suite runs the encoder on (`NEURALCORE_ISA=avx2 scripts/test.sh`).
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_neuralcore"));
+    for (k, _) in std::env::vars() {
+        if (k.starts_with("NEURALCORE_") && k != "NEURALCORE_ISA")
+            || k.starts_with("HF_")
+            || k.starts_with("HUGGING")
+        {
+            c.env_remove(k);
+        }
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// The folder holding the test embedding model (`neuralcore models pull`).
+pub fn model_cache() -> String {
+    neuralcore_models::testing::model_cache()
+        .display()
+        .to_string()
+}
+
+/// `neuralcore serve` on a free loopback port with the embedding model and `args`: the
+/// child and its base URL. Its stderr is drained so it never blocks on a full pipe.
+pub fn start_server_with(data: &Path, args: &[&str]) -> (Child, String) {
+    let mut child = bin()
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the server stopped before it listened")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("neuralcore serving http://") {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, format!("http://{addr}"))
+}
+
+/// [`start_server_with`] no more arguments.
+pub fn start_server(data: &Path) -> (Child, String) {
+    start_server_with(data, &[])
+}
+
+/// The path in `var` (set by `scripts/test.sh` from `script`), or `None` when the
+/// suite runs without it: the test then says it was skipped.
+pub fn provided(var: &str, script: &str) -> Option<String> {
+    let p = std::env::var(var).ok();
+    if p.is_none() {
+        eprintln!("skipped: {var} is not set (scripts/test.sh sets it through {script})");
+    }
+    p
+}
+
+/// The Python with the real clients (`scripts/clients.sh`).
+pub fn client_python() -> Option<String> {
+    provided("NEURALCORE_TEST_PYTHON", "scripts/clients.sh")
+}
