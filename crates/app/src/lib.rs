@@ -36,7 +36,9 @@ use neuralcore_engine::{Config, Engine, MemoryBackendKind, MindBackend};
 use neuralcore_memory::{MemoryBackend, MemorySearcher, MemoryStore};
 use neuralcore_mind::{Mind, MindConfig};
 pub use runs::{RunSummary, RUNS_DEFAULT_LIMIT, RUNS_MAX_LIMIT, RUN_RETENTION, RUN_SCHEMA};
-pub use search::{de_opt_uint, Hit, SearchRequest, SearchResponse, SEARCH_SCHEMA};
+pub use search::{
+    check_text_len, de_opt_uint, Hit, SearchRequest, SearchResponse, MAX_TEXT_CHARS, SEARCH_SCHEMA,
+};
 pub use tenant::{Tenant, DEFAULT_TENANT};
 
 /// How [`App::open`] builds the parts the config does not decide.

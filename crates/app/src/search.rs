@@ -5,6 +5,22 @@ use neuralcore_core::Provenance;
 use neuralcore_engine::{SearchHit, SearchMode, SearchResults};
 use serde::{Deserialize, Serialize};
 
+/// Longest search query or question any front end accepts, in characters (at most 16
+/// KiB of UTF-8, the loop's own limit).
+pub const MAX_TEXT_CHARS: usize = 4096;
+
+/// An error unless `text` (the `what`: "query", "question") is at most
+/// [`MAX_TEXT_CHARS`] characters.
+pub fn check_text_len(what: &str, text: &str) -> Result<(), crate::AppError> {
+    let n = text.chars().count();
+    if n > MAX_TEXT_CHARS {
+        return Err(crate::AppError::InvalidInput(format!(
+            "the {what} is {n} characters; the longest accepted is {MAX_TEXT_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
 /// The version of [`SearchResponse`].
 pub const SEARCH_SCHEMA: &str = "neuralcore.search/v1";
 

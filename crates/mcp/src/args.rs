@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 fn default_collection() -> String {
     neuralcore_core::DEFAULT_COLLECTION.into()
 }
 
 /// How to search.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// BM25 over the words.
@@ -95,7 +95,7 @@ pub struct JobArgs {
 }
 
 /// The kind of a memory.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MemoryKind {
     /// Something true about the world or the project.
@@ -113,7 +113,7 @@ pub enum MemoryKind {
 }
 
 /// `memory_add`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryAddArgs {
     /// What to remember: one self-contained statement.
@@ -136,7 +136,7 @@ pub struct MemoryAddArgs {
 }
 
 /// `memory_search`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchArgs {
     /// What to recall.
@@ -164,7 +164,7 @@ pub struct MemoryIdArgs {
 }
 
 /// A trust signal.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Signal {
     /// It was used in an answer.
@@ -187,8 +187,8 @@ pub struct MemorySignalArgs {
     pub signal: Signal,
 }
 
-/// A relation between two memories.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+/// A relation between two memories (the memory store's names).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 pub enum LinkKind {
     /// The first replaces the second.
     #[serde(rename = "SUPERSEDES")]
@@ -207,19 +207,6 @@ pub enum LinkKind {
     DerivedFrom,
 }
 
-impl LinkKind {
-    /// The name the memory store spells it with.
-    pub fn name(self) -> &'static str {
-        match self {
-            LinkKind::Supersedes => "SUPERSEDES",
-            LinkKind::PartialUpdate => "PARTIAL_UPDATE",
-            LinkKind::RelatedTo => "RELATED_TO",
-            LinkKind::Contradicts => "CONTRADICTS",
-            LinkKind::DerivedFrom => "DERIVED_FROM",
-        }
-    }
-}
-
 /// `memory_link`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -233,7 +220,7 @@ pub struct MemoryLinkArgs {
 }
 
 /// `memory_tiers`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TiersArgs {
     /// The project.
@@ -248,7 +235,7 @@ pub struct TiersArgs {
 }
 
 /// `memory_graph`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GraphArgs {
     /// An entity's name (2 to 80 characters), e.g. a person, project or library.

@@ -40,8 +40,6 @@ pub use args::*;
 
 /// Most chunks or memories a tool returns.
 const MAX_K: usize = 100;
-/// Longest question or query, in characters (the HTTP API's limit).
-const MAX_TEXT_CHARS: usize = 4096;
 /// Longest `ask` budget an MCP call may ask for.
 const MAX_DEADLINE_MS: u64 = 120_000;
 
@@ -175,18 +173,15 @@ fn check_text(what: &str, s: &str) -> Result<(), CallToolResult> {
     if s.trim().is_empty() {
         return Err(invalid(format!("the {what} is empty")));
     }
-    let n = s.chars().count();
-    if n > MAX_TEXT_CHARS {
-        return Err(invalid(format!(
-            "the {what} is {n} characters; the longest accepted is {MAX_TEXT_CHARS}"
-        )));
-    }
-    Ok(())
+    neuralcore_app::check_text_len(what, s).map_err(tool_error)
 }
 
-/// A value the core's own request types read (their serde names are the wire's).
-fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, CallToolResult> {
-    serde_json::from_value(v).map_err(|e| invalid(e.to_string()))
+/// A tool's argument as the core's own type: both spell the same fields and values
+/// (the arguments exist for their JSON Schemas, which the core's types do not derive).
+fn convert<A: serde::Serialize, T: serde::de::DeserializeOwned>(a: A) -> Result<T, CallToolResult> {
+    serde_json::to_value(a)
+        .and_then(serde_json::from_value)
+        .map_err(|e| invalid(e.to_string()))
 }
 
 #[tool_router]
@@ -211,12 +206,9 @@ impl NeuralcoreMcp {
         }
         let mut req = SearchRequest::new(a.query, a.collection);
         req.k = a.k;
-        req.mode = match a.mode {
-            None => None,
-            Some(m) => match parse(json!(format!("{m:?}").to_lowercase())) {
-                Ok(m) => Some(m),
-                Err(e) => return Ok(e),
-            },
+        req.mode = match convert(a.mode) {
+            Ok(m) => m,
+            Err(e) => return Ok(e),
         };
         Ok(self.run(move |app| app.search(&who.tenant, &req)).await)
     }
@@ -366,11 +358,7 @@ impl NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.caller(&ctx)?;
-        let kind = a.kind.map(|k| format!("{k:?}").to_lowercase());
-        let req = match parse(json!({
-            "text": a.text, "kind": kind, "project": a.project, "session": a.session,
-            "agent": a.agent, "source": a.source,
-        })) {
+        let req = match convert(a) {
             Ok(r) => r,
             Err(e) => return Ok(e),
         };
@@ -394,10 +382,7 @@ impl NeuralcoreMcp {
         if a.k == Some(0) || a.k.is_some_and(|k| k > MAX_K) {
             return Ok(invalid(format!("k must be 1 to {MAX_K}")));
         }
-        let req = match parse(json!({
-            "query": a.query, "k": a.k, "project": a.project, "session": a.session,
-            "include_superseded": a.include_superseded,
-        })) {
+        let req = match convert(a) {
             Ok(r) => r,
             Err(e) => return Ok(e),
         };
@@ -441,7 +426,7 @@ impl NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.caller(&ctx)?;
-        let signal = match parse(json!(format!("{:?}", a.signal).to_lowercase())) {
+        let signal = match convert(a.signal) {
             Ok(s) => s,
             Err(e) => return Ok(e),
         };
@@ -466,7 +451,7 @@ impl NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.caller(&ctx)?;
-        let kind = match parse(json!(a.kind.name())) {
+        let kind = match convert(a.kind) {
             Ok(k) => k,
             Err(e) => return Ok(e),
         };
@@ -508,7 +493,7 @@ impl NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.caller(&ctx)?;
-        let q = match parse(json!({"project": a.project, "session": a.session, "query": a.query})) {
+        let q = match convert(a) {
             Ok(q) => q,
             Err(e) => return Ok(e),
         };
@@ -536,7 +521,7 @@ impl NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let who = self.caller(&ctx)?;
-        let q = match parse(json!({"entity": a.entity})) {
+        let q = match convert(a) {
             Ok(q) => q,
             Err(e) => return Ok(e),
         };

@@ -103,7 +103,7 @@ pub async fn search(
     caller: Caller,
     ApiJson(req): ApiJson<MemorySearch>,
 ) -> Result<Json<MemoryHits>, ApiError> {
-    if req.query.chars().count() > crate::routes::MAX_TEXT_CHARS {
+    if req.query.chars().count() > neuralcore_app::MAX_TEXT_CHARS {
         return Err(ApiError::invalid("the query is too long"));
     }
     if req.k == Some(0) || req.k.is_some_and(|k| k > 1000) {

@@ -12,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
 use neuralcore_agents::LoopEvent;
-use neuralcore_app::{new_run_id, AppError, AskOptions, Cancel, Scope, SearchRequest};
+use neuralcore_app::{
+    check_text_len, new_run_id, AppError, AskOptions, Cancel, Scope, SearchRequest,
+};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -24,9 +26,6 @@ use crate::State;
 
 type St = AxumState<Arc<State>>;
 
-/// Longest search query or question accepted, in characters (at most 16 KiB of UTF-8,
-/// the loop's own limit; the OpenAPI document says the same).
-pub(crate) const MAX_TEXT_CHARS: usize = 4096;
 /// Most results a search returns.
 const MAX_K: usize = 1000;
 
@@ -188,12 +187,7 @@ pub async fn search(
     caller: Caller,
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> Result<Response, ApiError> {
-    let n = req.query.chars().count();
-    if n > MAX_TEXT_CHARS {
-        return Err(ApiError::invalid(format!(
-            "the query is {n} characters; the longest accepted is {MAX_TEXT_CHARS}"
-        )));
-    }
+    check_text_len("query", &req.query)?;
     if req.k == Some(0) || req.k.is_some_and(|k| k > MAX_K) {
         return Err(ApiError::invalid(format!("k must be 1 to {MAX_K}")));
     }
@@ -226,12 +220,7 @@ pub async fn ask(
     if req.question.trim().is_empty() {
         return Err(ApiError::invalid("the question is empty"));
     }
-    let n = req.question.chars().count();
-    if n > MAX_TEXT_CHARS {
-        return Err(ApiError::invalid(format!(
-            "the question is {n} characters; the longest accepted is {MAX_TEXT_CHARS}"
-        )));
-    }
+    check_text_len("question", &req.question)?;
     if req.max_iterations.is_some_and(|n| n > 100) {
         return Err(ApiError::invalid("max_iterations must be at most 100"));
     }
