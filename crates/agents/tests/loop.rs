@@ -1236,6 +1236,8 @@ fn fixture_searxng_verifies_an_ambiguous_chunk() {
     let server = searxng();
     let web = WebSearch::new(WebConfig {
         searxng_url: server.url(),
+        // The fixture's pages are on 127.0.0.1, refused by default.
+        allow_private_urls: true,
         ..WebConfig::default()
     })
     .unwrap();

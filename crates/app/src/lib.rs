@@ -16,6 +16,7 @@ mod memory;
 mod runs;
 mod search;
 mod tenant;
+mod urls;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -40,6 +41,7 @@ pub use search::{
     check_text_len, de_opt_uint, Hit, SearchRequest, SearchResponse, MAX_TEXT_CHARS, SEARCH_SCHEMA,
 };
 pub use tenant::{Tenant, DEFAULT_TENANT};
+pub use urls::{UrlDocument, MAX_URL_BYTES};
 
 /// How [`App::open`] builds the parts the config does not decide.
 #[derive(Default)]
@@ -60,6 +62,8 @@ pub struct App {
     /// Held by every change of a collection's documents (ingest, a source's removal, a
     /// drop): a collection is never dropped under an ingest writing to its indexes.
     writes: std::sync::Mutex<()>,
+    /// Fetches the pages of URL ingest, when `[web] ingest_urls` is on.
+    pages: Option<neuralcore_web::PageFetcher>,
 }
 
 impl App {
@@ -108,6 +112,7 @@ impl App {
         for e in loader.errors() {
             tracing::warn!("{e} (skipped)");
         }
+        let pages = urls::page_fetcher(&config.web)?;
         Ok(App {
             data_dir: data_dir.to_path_buf(),
             orchestrator: Orchestrator {
@@ -119,6 +124,7 @@ impl App {
             memory: OnceLock::new(),
             jobs: OnceLock::new(),
             writes: std::sync::Mutex::new(()),
+            pages,
         })
     }
 

@@ -1,6 +1,8 @@
 //! The search request and response every front end uses (`neuralcore --json search`,
 //! `POST /v1/search`): schema `neuralcore.search/v1`.
 
+use std::collections::BTreeMap;
+
 use neuralcore_core::Provenance;
 use neuralcore_engine::{SearchHit, SearchMode, SearchResults};
 use serde::{Deserialize, Serialize};
@@ -143,6 +145,10 @@ pub struct Hit {
     pub text: String,
     /// Every source that holds the document.
     pub provenance: Vec<Provenance>,
+    /// The document's metadata (a text's `metadata`, a web page's `url`...); left out
+    /// when it has none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, serde_json::Value>,
 }
 
 impl Hit {
@@ -163,6 +169,7 @@ impl Hit {
             tokens: h.chunk.tokens,
             text: h.chunk.text.clone(),
             provenance: h.document.provenance.clone(),
+            metadata: h.document.metadata.clone(),
         }
     }
 }

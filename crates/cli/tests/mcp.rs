@@ -262,33 +262,85 @@ fn rpc(id: u64, method: &str, params: Value) -> String {
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
 
+/// `neuralcore mcp` on `data` with `env`, spoken to line by line.
+struct StdioMcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl StdioMcp {
+    fn spawn(data: &Path, env: &[(&str, String)]) -> StdioMcp {
+        let mut child = bin()
+            .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .arg("--data-dir")
+            .arg(data)
+            .args(["-q", "mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        StdioMcp {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Send a line and read the answer.
+    fn ask(&mut self, line: &str) -> Value {
+        self.send(line);
+        let mut l = String::new();
+        self.stdout.read_line(&mut l).unwrap();
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l:?}"))
+    }
+
+    /// Call a tool: its result (`isError` set on a tool error).
+    fn call(&mut self, id: u64, name: &str, arguments: Value) -> Value {
+        let r = self.ask(&rpc(
+            id,
+            "tools/call",
+            serde_json::json!({"name": name, "arguments": arguments}),
+        ));
+        r["result"].clone()
+    }
+
+    fn tool_names(&mut self, id: u64) -> Vec<String> {
+        let r = self.ask(&rpc(id, "tools/list", serde_json::json!({})));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Close stdin and check the server ends well.
+    fn finish(mut self) {
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "exit {status:?}");
+    }
+}
+
 #[test]
 fn mcp_over_stdio_survives_garbage_lines_and_answers_bad_arguments_with_tool_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let mut child = bin()
-        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["-q", "mcp"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut mcp = StdioMcp::spawn(&data, &[]);
     // Lines that are not JSON-RPC do not end the connection.
-    writeln!(stdin, "this is not json").unwrap();
-    writeln!(stdin, "{{\"jsonrpc\": \"2.0\", \"id\": ").unwrap();
-    let mut ask = |line: &str| -> Value {
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        let mut l = String::new();
-        stdout.read_line(&mut l).unwrap();
-        serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l:?}"))
-    };
-    let found = ask(&rpc(1, "server/discover", serde_json::json!({})));
+    mcp.send("this is not json");
+    mcp.send("{\"jsonrpc\": \"2.0\", \"id\": ");
+    let found = mcp.ask(&rpc(1, "server/discover", serde_json::json!({})));
     assert!(
         found["result"]["supportedVersions"]
             .as_array()
@@ -324,12 +376,12 @@ fn mcp_over_stdio_survives_garbage_lines_and_answers_bad_arguments_with_tool_err
         ),
     ];
     for (i, (params, want)) in cases.into_iter().enumerate() {
-        let r = ask(&rpc(10 + i as u64, "tools/call", params.clone()));
+        let r = mcp.ask(&rpc(10 + i as u64, "tools/call", params.clone()));
         assert_eq!(r["result"]["isError"], true, "{params}: {r}");
         let text = r["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.contains(want), "{params}: {text}");
     }
-    let r = ask(&rpc(
+    let r = mcp.ask(&rpc(
         30,
         "tools/call",
         serde_json::json!({"name": "drop_tables", "arguments": {}}),
@@ -338,13 +390,101 @@ fn mcp_over_stdio_survives_garbage_lines_and_answers_bad_arguments_with_tool_err
         r["error"]["message"].as_str().unwrap().contains("no tool"),
         "{r}"
     );
-    let r = ask(&rpc(
+    let r = mcp.ask(&rpc(
         31,
         "resources/read",
         serde_json::json!({"uri": "file:///etc/passwd"}),
     ));
     assert!(r["error"]["message"].as_str().is_some(), "{r}");
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(status.success(), "exit {status:?}");
+    // URL ingest is off by default: not offered, and a call says how to turn it on.
+    assert!(!mcp.tool_names(32).contains(&"ingest_url".to_string()));
+    let r = mcp.call(
+        33,
+        "ingest_url",
+        serde_json::json!({"url": "https://example.org/"}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ingest_urls = true"),
+        "{r}"
+    );
+    mcp.finish();
+}
+
+#[test]
+fn mcp_fixture_ingest_url_adds_a_page_and_refuses_the_local_network() {
+    use neuralcore_web::fixture::{FixtureServer, Reply};
+    // Stands in for a web page (the live web cannot be reached here).
+    let page = FixtureServer::start(|_| {
+        Reply::html(
+            "<html><head><title>Borrowing</title></head><body><main><p>The borrow checker \
+             enforces that references never outlive the data they point to.</p></main>\
+             </body></html>",
+        )
+    })
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut mcp = StdioMcp::spawn(
+        &data,
+        &[
+            ("NEURALCORE_WEB_INGEST_URLS", "true".into()),
+            (
+                "NEURALCORE_WEB_ALLOW_ADDRESSES",
+                format!("[\"127.0.0.1:{}\"]", page.port()),
+            ),
+        ],
+    );
+    assert!(mcp.tool_names(1).contains(&"ingest_url".to_string()));
+    // The local network stays closed but for the one allowed address and port.
+    for (i, (url, want)) in [
+        ("http://127.0.0.1:6379/", "127.0.0.1 is a loopback address"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        // A name resolving to loopback, on a port that is not the allowed one.
+        ("http://localhost:6380/", "localhost resolves to"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = mcp.call(10 + i as u64, "ingest_url", serde_json::json!({"url": url}));
+        assert_eq!(r["isError"], true, "{url}: {r}");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(want), "{url}: {text}");
+    }
+    assert!(page.requests().is_empty(), "{:?}", page.requests());
+
+    let url = format!("{}/borrowck", page.url());
+    let r = mcp.call(
+        20,
+        "ingest_url",
+        serde_json::json!({"url": url, "collection": "rust"}),
+    );
+    assert_ne!(r["isError"], true, "{r}");
+    let job = r["structuredContent"]["id"].as_str().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let done = loop {
+        let s = mcp.call(21, "job_status", serde_json::json!({ "job": job }));
+        let state = s["structuredContent"]["state"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        if ["indexed", "failed", "cancelled"].contains(&state.as_str()) {
+            break s;
+        }
+        assert!(started.elapsed().as_secs() < 120, "{s}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(done["structuredContent"]["state"], "indexed", "{done}");
+    let hits = mcp.call(
+        22,
+        "search",
+        serde_json::json!({"query": "borrow checker references", "collection": "rust"}),
+    );
+    let top = &hits["structuredContent"]["hits"][0];
+    assert_eq!(top["title"], "Borrowing", "{hits}");
+    assert_eq!(top["metadata"]["url"], url.as_str(), "{hits}");
+    mcp.finish();
 }

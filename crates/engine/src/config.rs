@@ -44,7 +44,8 @@ pub struct Config {
     pub control: LoopConfig,
     /// `[llm]`: an OpenAI-compatible endpoint (none by default).
     pub llm: neuralcore_llm::LlmConfig,
-    /// `[web]`: web search through SearxNG (off by default).
+    /// `[web]`: web search through SearxNG and URL ingest (both off by default), and the
+    /// guard on the addresses pages are fetched from.
     pub web: neuralcore_web::WebConfig,
     /// `[memory]`: the trust-weighted memory.
     pub memory: MemorySettings,
@@ -813,6 +814,14 @@ max_page_bytes = 2097152
 categories = "general"
 language = "en"
 user_agent = "neuralcore/0.1.0"
+# Let users add pages by URL (MCP `ingest_url`, POST /v1/collections/{name}/urls).
+ingest_urls = false
+# Pages (URL ingest, search results, redirects) are fetched only from public addresses:
+# loopback, private, link-local, unique-local and reserved ones are refused, also when a
+# name resolves to them. Open it up entirely, or for some addresses, ranges or
+# address:port pairs, e.g. ["10.1.0.0/16", "127.0.0.1:8081"].
+allow_private_urls = false
+allow_addresses = []
 
 [memory]
 # Where memories, their audit log and relations live: "embedded"
@@ -955,6 +964,10 @@ impl Config {
                 neuralcore_memory::MemoryRanker::from_slice(w)
                     .map_err(|e| EngineError::Config(format!("memory.{key}: {e}")))?;
             }
+        }
+        for entry in &self.web.allow_addresses {
+            neuralcore_web::Allowed::parse(entry)
+                .map_err(|e| EngineError::Config(format!("web.{e}")))?;
         }
         if self.memory.rerank && self.memory.rerank_depth == 0 {
             return bad("memory.rerank_depth must be at least 1 when memory.rerank is on".into());

@@ -86,11 +86,30 @@ pub struct IngestTextArgs {
     pub metadata: BTreeMap<String, serde_json::Value>,
 }
 
+/// `ingest_url`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestUrlArgs {
+    /// The page's `http://` or `https://` URL (public addresses only, unless the server
+    /// allows more).
+    pub url: String,
+    /// The source's name (default: from the URL's hash, so the same URL again replaces
+    /// its earlier version).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The collection to add it to (created when missing; default `default`).
+    #[serde(default = "default_collection")]
+    pub collection: String,
+    /// Metadata kept with the document beside its URL.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
 /// `job_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobArgs {
-    /// The job id `ingest_text` returned.
+    /// The job id `ingest_text` or `ingest_url` returned.
     pub job: String,
 }
 

@@ -105,6 +105,12 @@ impl NeuralcoreMcp {
         }
     }
 
+    /// Whether the tool `name` is offered on this server (`ingest_url` only when URL
+    /// ingest is on).
+    fn offers(&self, name: &str) -> bool {
+        name != "ingest_url" || self.app.ingest_urls_enabled()
+    }
+
     /// The caller of a request.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
         if let Some(p) = &self.local {
@@ -323,6 +329,35 @@ impl NeuralcoreMcp {
                 let upload = doc.into_upload(1)?;
                 app.jobs()?.submit(&who.tenant, &collection, vec![upload])
             })
+            .await)
+    }
+
+    #[tool(
+        description = "Add a web page to a collection (created when missing): the page is \
+                       fetched now and cleaned to text, then ingested as a background job. \
+                       Returns the job; poll `job_status` until it is `indexed`. Only offered \
+                       when the server enables URL ingest; pages on private or local addresses \
+                       are refused.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn ingest_url(
+        &self,
+        Parameters(a): Parameters<IngestUrlArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.caller(&ctx)?;
+        let doc = neuralcore_app::UrlDocument {
+            url: a.url,
+            name: a.name,
+            metadata: a.metadata,
+        };
+        let collection = a.collection;
+        Ok(self
+            .run(move |app| app.ingest_url(&who.tenant, &collection, doc))
             .await)
     }
 
@@ -601,12 +636,16 @@ impl ServerHandler for NeuralcoreMcp {
             .list_all()
             .into_iter()
             .filter(|t| who.scope >= Scope::Write || READ_TOOLS.contains(&t.name.as_ref()))
+            .filter(|t| self.offers(&t.name))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.get(name).cloned()
+        self.tools
+            .get(name)
+            .filter(|t| self.offers(&t.name))
+            .cloned()
     }
 
     async fn call_tool(

@@ -11,7 +11,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
-use neuralcore_app::{Job, Scope, TextDocument, Upload};
+use neuralcore_app::{Job, Scope, TextDocument, Upload, UrlDocument};
 use serde::Deserialize;
 
 use crate::auth::Caller;
@@ -80,6 +80,32 @@ pub async fn upload(
     let job = st
         .blocking(move |_| jobs.submit(&tenant, &name, files))
         .await?;
+    accepted(job)
+}
+
+/// `POST /v1/collections/{name}/urls`: fetch a web page now (public addresses only,
+/// unless `[web]` allows more) and queue its cleaned text → 202 with the job. Off unless
+/// `[web] ingest_urls = true`.
+#[utoipa::path(post, path = "/v1/collections/{name}/urls", tag = "documents",
+    params(CollectionPath),
+    request_body = UrlDocument,
+    responses((status = 202, description = "Fetched and queued: the job (neuralcore.job/v1)",
+        body = Job, headers(("location" = String, description = "/v1/jobs/{id}")))))]
+pub async fn ingest_url(
+    AxumState(st): St,
+    caller: Caller,
+    Path(name): Path<String>,
+    ApiJson(doc): ApiJson<UrlDocument>,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Write)?;
+    let tenant = caller.tenant().clone();
+    let job = st
+        .blocking(move |app| app.ingest_url(&tenant, &name, doc))
+        .await?;
+    accepted(job)
+}
+
+fn accepted(job: Job) -> Result<Response, ApiError> {
     let location = format!("/v1/jobs/{}", job.id);
     Ok((
         StatusCode::ACCEPTED,

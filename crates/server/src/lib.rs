@@ -181,6 +181,7 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(routes::list_collections, routes::create_collection))
         .routes(routes!(routes::get_collection, routes::delete_collection))
         .merge(uploads)
+        .routes(routes!(documents::ingest_url))
         .routes(routes!(documents::get_document))
         .routes(routes!(documents::get_chunk))
         .routes(routes!(documents::list_sources))

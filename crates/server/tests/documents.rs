@@ -41,19 +41,6 @@ fn multipart(addr: SocketAddr, path: &str, key: Option<&str>, files: &[(&str, &[
     raw(addr, &bytes)
 }
 
-/// Poll a job until it is over.
-fn wait_job(addr: SocketAddr, key: Option<&str>, id: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let j = req(addr, "GET", &format!("/v1/jobs/{id}"), key, None).json();
-        if ["indexed", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or("")) {
-            return j;
-        }
-        assert!(start.elapsed() < Duration::from_secs(120), "job stuck: {j}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn texts_and_files_upload_as_jobs_and_read_back_with_provenance() {
     let s = server(loopback(), |_| {});

@@ -35,6 +35,17 @@ pub struct WebConfig {
     pub language: String,
     /// `User-Agent` header of every request.
     pub user_agent: String,
+    /// Let users add web pages by URL (the MCP tool `ingest_url`, `POST
+    /// /v1/collections/{name}/urls`). Off by default: a server that fetches what its
+    /// callers name must be meant to.
+    pub ingest_urls: bool,
+    /// Fetch pages on this machine's own network too (loopback, private, link-local,
+    /// unique-local... addresses). Off by default: a URL to ingest, a search result or a
+    /// redirect naming such an address, or a name resolving to one, is refused.
+    pub allow_private_urls: bool,
+    /// Addresses let through although not public: `10.0.0.5`, ranges (`10.1.0.0/16`,
+    /// `fd00::/8`) or one port of an address (`127.0.0.1:8081`).
+    pub allow_addresses: Vec<String>,
 }
 
 impl Default for WebConfig {
@@ -48,6 +59,9 @@ impl Default for WebConfig {
             categories: "general".to_owned(),
             language: "en".to_owned(),
             user_agent: concat!("neuralcore/", env!("CARGO_PKG_VERSION")).to_owned(),
+            ingest_urls: false,
+            allow_private_urls: false,
+            allow_addresses: Vec::new(),
         }
     }
 }
@@ -73,6 +87,7 @@ mod tests {
         assert_eq!(d.categories, "general");
         assert_eq!(d.language, "en");
         assert!(d.user_agent.starts_with("neuralcore/"));
+        assert!(!d.ingest_urls && !d.allow_private_urls && d.allow_addresses.is_empty());
 
         let c: WebConfig =
             serde_json::from_str(r#"{"searxng_url":"http://x:1","fetch_pages":false}"#).unwrap();

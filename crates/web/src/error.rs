@@ -19,6 +19,21 @@ pub enum WebError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The page is on an address the guard refuses (loopback, private, link-local...),
+    /// directly, through its name's DNS answer, or through a redirect.
+    #[error(
+        "refused to fetch `{url}`: {reason}; pages are fetched only from public addresses \
+         (allow more with [web] allow_addresses or allow_private_urls)"
+    )]
+    Refused {
+        /// The URL as given.
+        url: String,
+        /// Which address and why.
+        reason: String,
+    },
+    /// A setting of `[web]` is not usable.
+    #[error("[web] in the config: {0}")]
+    InvalidConfig(String),
     /// The server could not be reached (connection refused, DNS, TLS, redirect loop...).
     #[error("unreachable: {0}")]
     Unavailable(String),
@@ -61,6 +76,8 @@ impl WebError {
             WebError::Http { status, .. } => matches!(status, 408 | 429 | 500..=599),
             WebError::NotConfigured
             | WebError::InvalidUrl { .. }
+            | WebError::Refused { .. }
+            | WebError::InvalidConfig(_)
             | WebError::JsonFormatDisabled { .. }
             | WebError::Malformed(_)
             | WebError::UnsupportedContent(_) => false,

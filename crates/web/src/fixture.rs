@@ -14,6 +14,8 @@
 //! .unwrap();
 //! let ws = WebSearch::new(WebConfig {
 //!     searxng_url: server.url(),
+//!     // The pages are on 127.0.0.1, which page fetches refuse by default.
+//!     allow_private_urls: true,
 //!     ..WebConfig::default()
 //! })
 //! .unwrap();

@@ -98,6 +98,10 @@ pub(crate) fn classify(e: ureq::Error, what: &str) -> WebError {
     use ureq::Error as E;
     match e {
         E::Timeout(t) => WebError::Timeout(format!("{what}: {t}")),
+        E::Io(io) if refused(&io).is_some() => WebError::Refused {
+            url: what.to_owned(),
+            reason: refused(&io).map(ToString::to_string).unwrap_or_default(),
+        },
         E::Io(io) => match io.kind() {
             std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
                 WebError::Timeout(format!("{what}: {io}"))
@@ -127,6 +131,11 @@ pub(crate) fn classify(e: ureq::Error, what: &str) -> WebError {
         | E::BodyStalled) => WebError::Malformed(format!("{what}: {e}")),
         other => WebError::Unavailable(format!("{what}: {other}")),
     }
+}
+
+/// The guard's refusal inside an I/O error, if that is what it is.
+fn refused(io: &std::io::Error) -> Option<&crate::guard::RefusedAddress> {
+    io.get_ref()?.downcast_ref()
 }
 
 /// The media type (lowercase, without parameters) and charset of a response, if given.

@@ -21,6 +21,11 @@
 //!   pages that are neither HTML nor plain text are refused before their body is read.
 //! * **Partial failure stays partial.** A page that fails (404, timeout, PDF...) records
 //!   its reason in [`WebResult::fetch_error`]; the other results are unaffected.
+//! * **No requests into the server's own network.** Pages (search results, URL ingest)
+//!   are fetched only from public addresses, checked where the client resolves names, so
+//!   literal addresses, names resolving to private ones and redirects are all covered;
+//!   `allow_private_urls` or `allow_addresses` opens it up (see [`PageFetcher`]). The
+//!   configured SearxNG itself is trusted and may be local.
 //! * **No panics on hostile answers.** Malformed JSON, wrong shapes, mistyped fields,
 //!   broken HTTP and invalid UTF-8 become errors or are skipped.
 //!
@@ -57,11 +62,15 @@
 mod config;
 mod error;
 pub mod fixture;
+mod guard;
 mod http;
+mod pages;
 mod passages;
 mod search;
 
 pub use config::WebConfig;
 pub use error::WebError;
+pub use guard::{refused_range, Allowed};
+pub use pages::{Page, PageFetcher};
 pub use passages::passages;
 pub use search::{WebResult, WebSearch};

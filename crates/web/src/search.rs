@@ -7,17 +7,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::http::{
-    check_http_url, classify, content_type, decode, encode_component, http_error, read_capped,
-};
+use crate::http::{check_http_url, classify, encode_component, http_error, read_capped};
+use crate::pages::{Page, PageFetcher, MAX_REDIRECTS};
 use crate::{WebConfig, WebError};
 
 /// Pages fetched at the same time during one search.
 const MAX_PARALLEL_FETCHES: usize = 4;
-/// Redirects followed per request.
-const MAX_REDIRECTS: u32 = 5;
-/// `Accept` header of page fetches.
-const PAGE_ACCEPT: &str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1";
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,17 +51,14 @@ pub struct WebSearch {
     cfg: WebConfig,
     /// `searxng_url` validated, without trailing `/`.
     base: String,
+    /// Asks SearxNG (the configured instance is trusted: it may be on this network).
     agent: ureq::Agent,
+    /// Fetches the result pages (guarded).
+    pages: PageFetcher,
 }
 
 /// A page's title and text, or why it could not be had.
-type Fetched = Result<(String, String), WebError>;
-
-enum Kind {
-    Html,
-    Plain,
-    Sniff,
-}
+type Fetched = Result<Page, WebError>;
 
 impl WebSearch {
     /// A client for `cfg.searxng_url`. Fails with [`WebError::NotConfigured`] when the URL
@@ -93,7 +85,13 @@ impl WebSearch {
             .max_redirects(MAX_REDIRECTS)
             .build()
             .new_agent();
-        Ok(WebSearch { cfg, base, agent })
+        let pages = PageFetcher::new(&cfg)?;
+        Ok(WebSearch {
+            cfg,
+            base,
+            agent,
+            pages,
+        })
     }
 
     /// The settings in use.
@@ -177,62 +175,10 @@ impl WebSearch {
     }
 
     /// Fetch one page and clean it: returns its title (empty when it names none) and
-    /// text. HTML (`text/html`, `application/xhtml+xml`) is cleaned like the HTML loader
-    /// cleans files (scripts, styles, navigation and hidden parts removed); `text/plain`
-    /// is returned as is (trimmed); a response without a content type is read as HTML when
-    /// it looks like HTML, else as text; other types fail with
-    /// [`WebError::UnsupportedContent`] before their body is read. Bodies longer than
-    /// `max_page_bytes` are cut there and cleaned as far as they go.
+    /// text; see [`PageFetcher::fetch`], whose guard against addresses on the server's
+    /// own network applies.
     pub fn fetch(&self, url: &str) -> Result<(String, String), WebError> {
-        let target = check_http_url(url)?;
-        let resp = self
-            .agent
-            .get(&target)
-            .header("Accept", PAGE_ACCEPT)
-            .call()
-            .map_err(|e| classify(e, url))?;
-        if !resp.status().is_success() {
-            return Err(http_error(resp, url));
-        }
-        let (mime, charset) = content_type(&resp);
-        let kind = match mime.as_deref() {
-            Some("text/html" | "application/xhtml+xml") => Kind::Html,
-            Some("text/plain") => Kind::Plain,
-            None => Kind::Sniff,
-            Some(other) => return Err(WebError::UnsupportedContent(other.to_owned())),
-        };
-        let (bytes, truncated) = read_capped(resp, self.cfg.max_page_bytes, url)?;
-        if truncated {
-            tracing::debug!(
-                url,
-                limit = self.cfg.max_page_bytes,
-                "page cut at max_page_bytes"
-            );
-        }
-        let text = decode(&bytes, charset.as_deref());
-        let no_text = || WebError::Malformed(format!("{url}: the page holds no text"));
-        let html = match kind {
-            Kind::Html => true,
-            Kind::Plain => false,
-            Kind::Sniff => looks_like_html(&text),
-        };
-        if html {
-            neuralcore_ingest::html_to_text(&text, "").map_err(|e| match e {
-                neuralcore_ingest::LoadError::Empty => no_text(),
-                other => WebError::Malformed(format!("{url}: {other}")),
-            })
-        } else {
-            if text.contains('\0') {
-                return Err(WebError::UnsupportedContent(
-                    "binary data (no content type)".to_owned(),
-                ));
-            }
-            let trimmed = text.trim();
-            if trimmed.is_empty() {
-                return Err(no_text());
-            }
-            Ok((String::new(), trimmed.to_owned()))
-        }
+        self.pages.fetch(url).map(|p| (p.title, p.text))
     }
 
     /// Fetch the pages of `results` that have a URL, up to [`MAX_PARALLEL_FETCHES`] at a
@@ -259,7 +205,7 @@ impl WebSearch {
                             let Some((index, url)) = todo.get(n) else {
                                 break;
                             };
-                            out.push((*index, self.fetch(url)));
+                            out.push((*index, self.pages.fetch(url)));
                         }
                         out
                     })
@@ -273,11 +219,11 @@ impl WebSearch {
         for (index, outcome) in outcomes {
             let result = &mut results[index];
             match outcome {
-                Ok((title, text)) => {
+                Ok(page) => {
                     if result.title.is_empty() {
-                        result.title = title;
+                        result.title = page.title;
                     }
-                    result.text = Some(text);
+                    result.text = Some(page.text);
                 }
                 Err(e) => {
                     tracing::debug!(url = %result.url, error = %e, "page not fetched");
@@ -286,21 +232,6 @@ impl WebSearch {
             }
         }
     }
-}
-
-/// Whether a body without a content type looks like HTML.
-fn looks_like_html(text: &str) -> bool {
-    let start: String = text
-        .trim_start()
-        .chars()
-        .take(256)
-        .collect::<String>()
-        .to_ascii_lowercase();
-    start.starts_with("<!doctype html")
-        || start.starts_with("<html")
-        || start.starts_with("<?xml")
-        || start.contains("<head")
-        || start.contains("<body")
 }
 
 /// The results of a SearxNG JSON answer: entries that are not objects, or have neither a
@@ -493,12 +424,5 @@ mod tests {
             Err(WebError::InvalidUrl { .. })
         ));
         assert!(with("http://localhost:8888/").is_ok());
-    }
-
-    #[test]
-    fn html_sniffing() {
-        assert!(looks_like_html("  <!DOCTYPE html><p>x"));
-        assert!(looks_like_html("<html>"));
-        assert!(!looks_like_html("plain words < and >"));
     }
 }

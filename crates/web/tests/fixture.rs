@@ -26,6 +26,9 @@ fn web(server: &FixtureServer, tweak: impl FnOnce(&mut WebConfig)) -> WebSearch 
     let mut cfg = WebConfig {
         searxng_url: server.url(),
         timeout_ms: 2000,
+        // The fixture's pages are on 127.0.0.1, which the guard refuses by default
+        // (tests/guard.rs).
+        allow_private_urls: true,
         ..WebConfig::default()
     };
     tweak(&mut cfg);

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use neuralcore_app::{App, KeyStore, OpenOptions, Tenant};
 use neuralcore_engine::Config;
@@ -129,6 +129,20 @@ pub fn req(
     raw(addr, r.as_bytes())
 }
 
+/// Poll a job until it is over.
+#[allow(dead_code)]
+pub fn wait_job(addr: SocketAddr, key: Option<&str>, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let j = req(addr, "GET", &format!("/v1/jobs/{id}"), key, None).json();
+        if ["indexed", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or("")) {
+            return j;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "job stuck: {j}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub struct Server {
     pub addr: SocketAddr,
     pub _tmp: tempfile::TempDir,
@@ -142,12 +156,22 @@ pub fn write(dir: &Path, name: &str, text: &str) {
 /// A server over a data dir holding `acme`'s and `globex`'s `docs`, and (with keys)
 /// the keys `make_keys` creates.
 pub fn server(opts: ServeOptions, make_keys: impl FnOnce(&KeyStore)) -> Server {
+    server_configured(opts, |_| {}, make_keys)
+}
+
+/// [`server`] with settings of its own.
+pub fn server_configured(
+    opts: ServeOptions,
+    configure: impl FnOnce(&mut Config),
+    make_keys: impl FnOnce(&KeyStore),
+) -> Server {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let mut config = Config::default();
     config.embedding.model_dir = neuralcore_models::testing::model_cache()
         .display()
         .to_string();
+    configure(&mut config);
     let app = App::open(
         &data,
         config,
