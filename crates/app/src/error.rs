@@ -19,6 +19,13 @@ pub enum AppError {
     /// A backend is down or busy; worth retrying.
     #[error("{0}")]
     Unavailable(String),
+    /// The server's settings do not allow it (a feature that is off).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Something outside the server that the request named (a web page) failed or did
+    /// not answer in time; the message says what, and names nothing of the server.
+    #[error("{0}")]
+    Upstream(String),
     /// The disk of the data dir is full (or over quota): nothing was written; worth
     /// retrying once space is freed. The message names no path: front ends show it.
     #[error("{0}")]
@@ -29,12 +36,14 @@ pub enum AppError {
 }
 
 impl AppError {
-    /// A short stable name of the category (`invalid_input`, `not_found`,
-    /// `unavailable`, `storage_full`, `internal`).
+    /// A short stable name of the category (`invalid_input`, `not_found`, `forbidden`,
+    /// `upstream`, `unavailable`, `storage_full`, `internal`).
     pub fn kind(&self) -> &'static str {
         match self {
             AppError::InvalidInput(_) => "invalid_input",
             AppError::NotFound(_) => "not_found",
+            AppError::Forbidden(_) => "forbidden",
+            AppError::Upstream(_) => "upstream",
             AppError::Unavailable(_) => "unavailable",
             AppError::StorageFull(_) => "storage_full",
             AppError::Internal(_) => "internal",

@@ -20,7 +20,11 @@ pub const MAX_URL_BYTES: usize = 2048;
 pub struct UrlDocument {
     /// The page: an `http://` or `https://` URL without credentials, on a public
     /// address (unless the server's `[web]` settings allow more).
-    #[schema(min_length = 1, max_length = 2048)]
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        pattern = "^[Hh][Tt][Tt][Pp][Ss]?://"
+    )]
     pub url: String,
     /// The source's name (`<name>.json` is stored; default `url-<12 hex of the URL's
     /// SHA-256>`, so ingesting the same URL again replaces the earlier version).
@@ -50,7 +54,7 @@ impl App {
         doc: UrlDocument,
     ) -> Result<Job, AppError> {
         let Some(pages) = &self.pages else {
-            return Err(AppError::InvalidInput(
+            return Err(AppError::Forbidden(
                 "URL ingest is off on this server: set [web] ingest_urls = true to enable it"
                     .into(),
             ));
@@ -107,7 +111,7 @@ fn fetch(pages: &PageFetcher, url: &str) -> Result<neuralcore_web::Page, AppErro
     pages.fetch(url).map_err(|e| {
         let msg = format!("cannot ingest the page: {e}");
         if e.is_transient() {
-            AppError::Unavailable(msg)
+            AppError::Upstream(msg)
         } else {
             AppError::InvalidInput(msg)
         }

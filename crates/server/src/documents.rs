@@ -90,7 +90,11 @@ pub async fn upload(
     params(CollectionPath),
     request_body = UrlDocument,
     responses((status = 202, description = "Fetched and queued: the job (neuralcore.job/v1)",
-        body = Job, headers(("location" = String, description = "/v1/jobs/{id}")))))]
+            body = Job, headers(("location" = String, description = "/v1/jobs/{id}"))),
+        (status = 403, description = "URL ingest is off on this server, or the key may only read",
+            body = crate::error::ProblemDoc, content_type = "application/problem+json"),
+        (status = 502, description = "The page did not answer in time or failed on its side",
+            body = crate::error::ProblemDoc, content_type = "application/problem+json")))]
 pub async fn ingest_url(
     AxumState(st): St,
     caller: Caller,

@@ -105,6 +105,7 @@ impl ApiError {
             "rate_limited" => "Too many requests",
             "unavailable" => "Unavailable",
             "storage_full" => "Storage full",
+            "upstream" => "Upstream failed",
             "payload_too_large" => "Payload too large",
             "unsupported_media_type" => "Unsupported media type",
             "method_not_allowed" => "Method not allowed",
@@ -119,6 +120,8 @@ impl From<AppError> for ApiError {
         match e {
             AppError::InvalidInput(m) => ApiError::invalid(m),
             AppError::NotFound(m) => ApiError::not_found(m),
+            AppError::Forbidden(m) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", m),
+            AppError::Upstream(m) => ApiError::new(StatusCode::BAD_GATEWAY, "upstream", m),
             AppError::Unavailable(m) => {
                 tracing::warn!("unavailable: {m}");
                 ApiError::busy("a backend is unavailable; try again", 5)

@@ -238,6 +238,7 @@ mod tests {
             "POST /v1/chat/completions",
             "POST /v1/collections",
             "POST /v1/collections/{name}/documents",
+            "POST /v1/collections/{name}/urls",
             "POST /v1/jobs/{id}/cancel",
             "POST /v1/memories",
             "POST /v1/memories/search",

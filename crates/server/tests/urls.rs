@@ -34,7 +34,7 @@ fn fixture_url_ingest_is_off_unless_configured() {
         None,
         Some(&json!({"url": "https://example.org/"})),
     );
-    let p = r.problem(400, "invalid_input");
+    let p = r.problem(403, "forbidden");
     assert!(
         p["detail"].as_str().unwrap().contains("ingest_urls = true"),
         "{p}"
