@@ -452,6 +452,21 @@ pub struct AskReport {
     /// For a question about several things: which aspects the answer covers.
     #[serde(default)]
     pub aspects: Vec<crate::crag::AspectCoverage>,
+    /// Set when this report was served from the answer cache (`[cache] answer`): the
+    /// earlier run's report, still valid because nothing it drew on has changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<CachedAnswer>,
+}
+
+/// Where a cached answer report came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CachedAnswer {
+    /// The run that produced it.
+    pub run_id: String,
+    /// How long ago, in milliseconds.
+    pub age_ms: u64,
+    /// The cache tier that had it (`hot`, `redb`, `redis`, `postgres`...).
+    pub tier: String,
 }
 
 impl Orchestrator {
@@ -1518,6 +1533,7 @@ impl<'a> Run<'a> {
             memories,
             conflicts: answer.conflicts,
             aspects: answer.aspects,
+            cached: None,
         })
     }
 }

@@ -32,7 +32,7 @@ pub mod tools;
 pub use inventory;
 
 pub use agent::{parse, Agent, AgentContext, AgentDef, AgentFactory, AgentReport, DefError, ROLES};
-pub use consciousness::{AskOptions, AskReport, SCHEMA};
+pub use consciousness::{AskOptions, AskReport, CachedAnswer, SCHEMA};
 pub use crag::{Evidence, Switches, Verdict};
 pub use events::{EventSink, LoopEvent};
 pub use loader::AgentLoader;

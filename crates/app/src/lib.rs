@@ -8,6 +8,7 @@
 //! Every call names its [`Tenant`]: collections and runs of one tenant are invisible to
 //! another. The CLI is the `default` tenant.
 
+mod answers;
 mod documents;
 mod error;
 pub mod jobs;
@@ -301,6 +302,20 @@ impl App {
         recall: bool,
     ) -> Result<AskReport, AppError> {
         let stored = require_collection(self.engine(), tenant, &opts.collection)?;
+        let info = self
+            .engine()
+            .collection(&stored)
+            .map_err(|e| hide_gone(e, &opts.collection))?;
+        let cache_key = self.answer_key(tenant, &info, question, opts, recall);
+        if let Some(report) = cache_key
+            .as_ref()
+            .and_then(|k| self.cached_answer(k, run_id))
+        {
+            if let Some(sink) = &opts.events {
+                replay_cached(sink, &report);
+            }
+            return Ok(report);
+        }
         let mut o = self.orchestrator.clone();
         if recall {
             let store = self.memory_store()?;
@@ -350,7 +365,32 @@ impl App {
         }
         report.collection = opts_collection_name(tenant, &report.collection);
         report.run_id = run_id.to_string();
+        if let Some(key) = &cache_key {
+            self.keep_answer(key, tenant, &info, &report);
+        }
         Ok(report)
+    }
+}
+
+/// The events of a cached answer: why the loop did not run, then its outcome.
+fn replay_cached(sink: &neuralcore_agents::EventSink, report: &AskReport) {
+    use neuralcore_agents::LoopEvent;
+    let age = report.cached.as_ref().map_or(0, |c| c.age_ms);
+    sink(&LoopEvent::Stopped {
+        reason: format!("served from the answer cache (an unchanged collection; {age} ms old)"),
+    });
+    if report.abstained {
+        sink(&LoopEvent::Abstention {
+            reason: report.answer.clone(),
+            missing: report.missing.clone(),
+        });
+    } else {
+        sink(&LoopEvent::Answer {
+            answer: report.answer.clone(),
+            method: report.method.clone(),
+            confidence: report.confidence,
+            citations: report.citations.clone(),
+        });
     }
 }
 

@@ -37,6 +37,10 @@ mod envelope;
 mod hot;
 mod key;
 mod memory;
+#[cfg(feature = "postgres")]
+mod pg_tier;
+#[cfg(feature = "redis")]
+mod redis_tier;
 mod tier;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +53,10 @@ pub use cold::RedbTier;
 pub use hot::HotTier;
 pub use key::{CacheKey, KeyBuilder, Op};
 pub use memory::MemoryTier;
+#[cfg(feature = "postgres")]
+pub use pg_tier::{PgTier, PgTierOptions};
+#[cfg(feature = "redis")]
+pub use redis_tier::{redact_url, RedisTier, RedisTimeouts};
 pub use tier::{Tier, TierError, TierUsage};
 
 /// How long a tier that failed is skipped before it is tried again.

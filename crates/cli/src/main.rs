@@ -277,6 +277,12 @@ enum Command {
         #[command(subcommand)]
         what: ToolsCommand,
     },
+    /// Inspect or clear the operation cache ([cache]): query embeddings, search results
+    /// and (when `[cache] answer` is on) answers, in a hot tier over a cold one.
+    Cache {
+        #[command(subcommand)]
+        what: CacheCommand,
+    },
     /// Inspect the blackboard (the Mind).
     Mind {
         #[command(subcommand)]
@@ -577,6 +583,26 @@ enum MindCommand {
         /// Print each value too (first 300 characters).
         #[arg(long)]
         values: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheCommand {
+    /// Entries, bytes and evictions of each tier. Hit and miss counters live in the
+    /// process that does the work: a running server's are on its /metrics.
+    Stats,
+    /// Forget cached entries: every one, one operation's (--op), or those drawn from one
+    /// collection (--collection, of --tenant).
+    Clear {
+        /// query_embedding, search, rerank, grade, web, llm, memory_search or answer.
+        #[arg(long, conflicts_with = "collection")]
+        op: Option<String>,
+        /// A collection.
+        #[arg(long)]
+        collection: Option<String>,
+        /// The collection's tenant.
+        #[arg(long, default_value = "default", requires = "collection")]
+        tenant: String,
     },
 }
 
@@ -1165,6 +1191,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )?;
             ask::ask(g.json, &app, args)
         }
+        Command::Cache { what } => cache_command(g, what),
         Command::Mind {
             what:
                 MindCommand::Keys {
@@ -1493,6 +1520,72 @@ fn tenants(g: &Global, what: TenantsCommand) -> Result<ExitCode> {
                 for t in &all {
                     println!("{}", t.id);
                 }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `neuralcore cache stats|clear` on the data dir's cache.
+fn cache_command(g: &Global, what: CacheCommand) -> Result<ExitCode> {
+    if let Some(srv) = neuralcore_app::running_server(&g.data_dir) {
+        anyhow::bail!(
+            "a neuralcore server (pid {}) owns the data dir {} and its cache: its counters are \
+             on {}/metrics; stop it to clear the embedded cache",
+            srv.pid,
+            g.data_dir.display(),
+            srv.url
+        );
+    }
+    let config = load_config(g)?;
+    let cache = neuralcore_engine::open_cache(&config, Some(&g.data_dir));
+    match what {
+        CacheCommand::Stats => {
+            let stats = cache.stats();
+            if g.json {
+                println!("{}", serde_json::to_string_pretty(&stats)?);
+            } else if stats.tiers.is_empty() {
+                println!("the cache is off ([cache] hot and cold are both off)");
+            } else {
+                for t in &stats.tiers {
+                    match &t.usage {
+                        Some(u) => println!(
+                            "{}\t{}\t{} entries\t{} bytes\t{} evicted",
+                            t.role, t.name, u.entries, u.bytes, u.evictions
+                        ),
+                        None => println!("{}\t{}\tunavailable", t.role, t.name),
+                    }
+                }
+            }
+        }
+        CacheCommand::Clear {
+            op,
+            collection,
+            tenant,
+        } => {
+            let n = match (op, collection) {
+                (Some(op), _) => {
+                    let op = neuralcore_cache::Op::parse(&op).with_context(|| {
+                        format!(
+                            "no cached operation {op:?}: one of {}",
+                            neuralcore_cache::Op::ALL.map(|o| o.name()).join(", ")
+                        )
+                    })?;
+                    cache.delete_tag(&neuralcore_cache::op_tag(op))
+                }
+                (None, Some(c)) => {
+                    let t = neuralcore_app::Tenant::new(&tenant)?;
+                    cache.delete_tag(&neuralcore_cache::collection_tag(
+                        t.as_str(),
+                        &t.stored(&c)?,
+                    ))
+                }
+                (None, None) => cache.clear(),
+            };
+            if g.json {
+                println!("{}", serde_json::json!({ "removed": n }));
+            } else {
+                println!("removed {n} entries (summed over the tiers)");
             }
         }
     }

@@ -1760,3 +1760,68 @@ fn the_cli_runs_search_ask_ingest_and_memory_against_a_server_with_the_same_outp
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+#[test]
+fn cache_stats_and_clear_over_the_cold_tier_a_second_process_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let docs = examples();
+    let docs = docs.to_str().unwrap();
+    assert!(run_with_model(&data, &["-q", "ingest", docs])
+        .status
+        .success());
+    let search = |data: &Path| {
+        json(&run_with_model(
+            data,
+            &[
+                "--json",
+                "search",
+                "what causes the tides",
+                "--mode",
+                "hybrid",
+            ],
+        ))
+    };
+    let first = search(&data);
+    // Another process: the cold tier (cache.redb) answers, with the same hits.
+    let second = search(&data);
+    assert_eq!(first["hits"], second["hits"]);
+    let stats = json(&run(&data, &["--json", "cache", "stats"]));
+    let cold = stats["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["role"] == "cold")
+        .unwrap()
+        .clone();
+    assert_eq!(cold["name"], "redb", "{stats}");
+    // The query's embedding and the search's results.
+    assert!(cold["usage"]["entries"].as_u64().unwrap() >= 2, "{stats}");
+
+    let cleared = json(&run(&data, &["--json", "cache", "clear", "--op", "search"]));
+    assert!(cleared["removed"].as_u64().unwrap() >= 1, "{cleared}");
+    let cleared = json(&run(
+        &data,
+        &["--json", "cache", "clear", "--collection", "default"],
+    ));
+    assert_eq!(cleared["removed"], 0, "{cleared}");
+    let cleared = json(&run(&data, &["--json", "cache", "clear"]));
+    assert!(cleared["removed"].as_u64().unwrap() >= 1, "{cleared}");
+    let stats = json(&run(&data, &["--json", "cache", "stats"]));
+    assert!(stats.to_string().contains("\"entries\":0"), "{stats}");
+
+    // Bad input: clear errors, stats of a damaged cache file starts a fresh one.
+    let bad = run(&data, &["cache", "clear", "--op", "bogus"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("no cached operation \"bogus\""), "{err}");
+    let both = run(
+        &data,
+        &["cache", "clear", "--op", "search", "--collection", "x"],
+    );
+    assert!(!both.status.success());
+    std::fs::write(data.join("cache.redb"), b"not a database").unwrap();
+    let stats = json(&run(&data, &["--json", "cache", "stats"]));
+    assert!(stats.to_string().contains("\"entries\":0"), "{stats}");
+    assert_eq!(search(&data)["hits"], first["hits"]);
+}

@@ -49,6 +49,94 @@ pub struct Config {
     pub web: neuralcore_web::WebConfig,
     /// `[memory]`: the trust-weighted memory.
     pub memory: MemorySettings,
+    /// `[cache]`: the two-tier operation cache.
+    pub cache: CacheSettings,
+}
+
+/// `[cache] hot`: where the hot tier lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HotTierKind {
+    /// In this process, bounded by `hot_max_bytes`.
+    #[default]
+    Memory,
+    /// A Redis server shared by replicas (`cache.redis_url`).
+    Redis,
+    /// No hot tier.
+    Off,
+}
+
+/// `[cache] cold`: where the cold tier lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColdTierKind {
+    /// `<data dir>/cache.redb`, bounded by `cold_max_bytes`.
+    #[default]
+    Embedded,
+    /// A PostgreSQL server (`cache.postgres_url`).
+    Postgres,
+    /// No cold tier.
+    Off,
+}
+
+/// `[cache]`: the tiers, and each cached operation's switch and time to live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheSettings {
+    /// `memory`, `redis` or `off`.
+    pub hot: HotTierKind,
+    /// Bound of the in-process hot tier, bytes.
+    pub hot_max_bytes: u64,
+    /// `embedded`, `postgres` or `off`.
+    pub cold: ColdTierKind,
+    /// Bound of the embedded cold tier, bytes.
+    pub cold_max_bytes: u64,
+    /// Redis URL (hot tier `redis`).
+    pub redis_url: String,
+    /// Prefix of every Redis key the cache writes.
+    pub redis_prefix: String,
+    /// PostgreSQL URL (cold tier `postgres`).
+    pub postgres_url: String,
+    /// PostgreSQL table of the cold tier.
+    pub postgres_table: String,
+    /// Largest value cached, bytes.
+    pub max_value_bytes: usize,
+    /// Cache query embeddings.
+    pub query_embedding: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub query_embedding_ttl_s: u64,
+    /// Cache search results (per collection generation: any change is a miss).
+    pub search: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub search_ttl_s: u64,
+    /// Cache answer reports (valid only while every collection they drew on is
+    /// unchanged). Off by default: an answer also depends on things outside the
+    /// documents (an LLM's sampling, agents edited on disk, the live web).
+    pub answer: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub answer_ttl_s: u64,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            hot: HotTierKind::Memory,
+            hot_max_bytes: 256 << 20,
+            cold: ColdTierKind::Embedded,
+            cold_max_bytes: 1 << 30,
+            redis_url: String::new(),
+            redis_prefix: "neuralcore:cache:".into(),
+            postgres_url: String::new(),
+            postgres_table: "neuralcore_cache".into(),
+            max_value_bytes: 4 << 20,
+            query_embedding: true,
+            query_embedding_ttl_s: 0,
+            search: true,
+            search_ttl_s: 86_400,
+            answer: false,
+            answer_ttl_s: 86_400,
+        }
+    }
 }
 
 /// `[mind] backend`: where the blackboard lives.
@@ -867,6 +955,34 @@ session_tokens = 1000
 # Long-term memories are written only by `memory add`, unless this rule is on: every
 # answered question of `ask --memory` becomes an episode memory of its project/session.
 remember_answers = false
+
+[cache]
+# The hot tier: "memory" (in this process, bounded by hot_max_bytes), "redis" (shared by
+# replicas: redis_url, keys under redis_prefix) or "off".
+hot = "memory"
+hot_max_bytes = 268435456
+# The cold tier: "embedded" (<data dir>/cache.redb, bounded by cold_max_bytes),
+# "postgres" (postgres_url, table postgres_table) or "off". A cold hit is copied into the
+# hot tier. A tier that fails is bypassed for a few seconds, never the request's failure.
+cold = "embedded"
+cold_max_bytes = 1073741824
+redis_url = ""
+redis_prefix = "neuralcore:cache:"
+postgres_url = ""
+postgres_table = "neuralcore_cache"
+# Larger values are not cached, bytes.
+max_value_bytes = 4194304
+# Each operation: on/off, and its time to live in seconds (0: until evicted). Keys hold
+# everything that changes a result (tenant, settings, version, collection generation),
+# so a changed collection or setting is a miss, never a stale hit.
+query_embedding = true
+query_embedding_ttl_s = 0
+search = true
+search_ttl_s = 86400
+# Whole answer reports, valid while every collection they drew on is unchanged. Off by
+# default: an answer also depends on an LLM's sampling, agents on disk and the web.
+answer = false
+answer_ttl_s = 86400
 "#;
 
 const SECTIONS: &[&str] = &[
@@ -884,6 +1000,7 @@ const SECTIONS: &[&str] = &[
     "llm",
     "web",
     "memory",
+    "cache",
 ];
 
 impl Config {

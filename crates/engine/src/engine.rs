@@ -39,7 +39,10 @@ pub struct Engine {
     pub(crate) reranker: OnceLock<Result<Arc<dyn Reranker>, String>>,
     /// The evaluator `neuralcore train evaluator` wrote, loaded on first use.
     pub(crate) trained_evaluator: OnceLock<Result<Arc<dyn Reranker>, String>>,
-    pub(crate) query_cache: Mutex<crate::vectors::QueryCache>,
+    /// The operation cache (`[cache]`).
+    pub(crate) cache: Arc<neuralcore_cache::Cache>,
+    /// SHA-256 of the settings that change results, and of the version (cache keys).
+    pub(crate) fingerprint: String,
 }
 
 /// Results of [`Engine::search`].
@@ -64,9 +67,6 @@ pub(crate) enum CatchUp {
     /// Anything else: rebuild from the store.
     Rebuild,
 }
-
-/// Query vectors kept in memory.
-const QUERY_CACHE: usize = 1024;
 
 /// Generation stamped on an index while it is being rebuilt.
 const REBUILDING: u64 = u64::MAX;
@@ -96,6 +96,8 @@ impl Engine {
     /// `data_dir`, its keyword and vector indexes live in `<data_dir>/index/` and are
     /// caught up with the store's journal on open; without, in memory.
     pub fn with_store(config: Config, store: Box<dyn DocStore>, data_dir: Option<&Path>) -> Self {
+        let cache = Arc::new(crate::cached::open_cache(&config, data_dir));
+        let fingerprint = crate::cached::settings_fingerprint(&config);
         Engine {
             config,
             store,
@@ -106,7 +108,8 @@ impl Engine {
             vectors: Mutex::new(HashMap::new()),
             reranker: OnceLock::new(),
             trained_evaluator: OnceLock::new(),
-            query_cache: Mutex::new(crate::vectors::QueryCache::new(QUERY_CACHE)),
+            cache,
+            fingerprint,
         }
     }
 
@@ -380,6 +383,11 @@ impl Engine {
         let mut b = self.store.begin()?;
         b.delete_collection(name)?;
         b.commit()?;
+        // A collection made again under the same name within the same second would have
+        // the same creation time: its cached results go now.
+        let tenant = crate::cached::tenant_of(name);
+        self.cache
+            .delete_tag(&neuralcore_cache::collection_tag(tenant, name));
         self.indexes.lock().expect("index map lock").remove(name);
         self.forget_vectors(name);
         let dirs = [

@@ -10,16 +10,18 @@
 //! works the same way; its vectors come from the store's embedding cache, written in
 //! the same batch as the chunks they belong to.
 
+mod cached;
 mod config;
 mod engine;
 mod ingest;
 mod search;
 mod vectors;
 
+pub use cached::open_cache;
 pub use config::{
-    AgentsConfig, Config, EmbeddingConfig, Fusion, GradeConfig, IngestConfig, KeywordConfig,
-    LoopConfig, MemoryBackendKind, MemorySettings, MindBackend, MindSettings, RerankConfig,
-    SearchConfig, SearchMode, VectorConfig, TEMPLATE,
+    AgentsConfig, CacheSettings, ColdTierKind, Config, EmbeddingConfig, Fusion, GradeConfig,
+    HotTierKind, IngestConfig, KeywordConfig, LoopConfig, MemoryBackendKind, MemorySettings,
+    MindBackend, MindSettings, RerankConfig, SearchConfig, SearchMode, VectorConfig, TEMPLATE,
 };
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};

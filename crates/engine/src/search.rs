@@ -9,7 +9,7 @@ use crate::config::{Fusion, SearchConfig, SearchMode};
 use crate::{Engine, EngineError};
 
 /// A chunk found by search, before its text is read.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ScoredChunk {
     /// Document key.
     pub doc: DocKey,
@@ -21,7 +21,7 @@ pub struct ScoredChunk {
 }
 
 /// Ranked chunks and how they were found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Ranked {
     /// Best first.
     pub hits: Vec<ScoredChunk>,
@@ -147,7 +147,7 @@ impl Engine {
         let Some(idx) = self.vector_index(collection)? else {
             return Ok(None);
         };
-        let q = self.query_vector(query)?;
+        let q = self.query_vector_in(crate::cached::tenant_of(collection), query)?;
         Ok(Some(
             idx.search(&q, k, false)
                 .into_iter()
@@ -172,7 +172,16 @@ impl Engine {
         k: usize,
         opts: impl Into<SearchOptions>,
     ) -> Result<Ranked, EngineError> {
-        let opts = opts.into();
+        self.search_keys_cached(collection, query, k, opts.into())
+    }
+
+    pub(crate) fn search_keys_uncached(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+        opts: SearchOptions,
+    ) -> Result<Ranked, EngineError> {
         let n = opts.rerank.unwrap_or(self.config.rerank.top_n);
         let mut ranked = self.retrieve(collection, query, k.max(n), opts.mode)?;
         if n > 0 {

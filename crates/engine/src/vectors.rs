@@ -173,26 +173,11 @@ impl Engine {
         let _ = self.reranker.set(Ok(reranker));
     }
 
-    /// The vector of a query, from a small in-process cache of recent queries (a query
-    /// asked again, or asked deeper by a caller that needs more results, is embedded once).
+    /// The vector of a query, through the operation cache (a query asked again, or asked
+    /// deeper by a caller that needs more results, is embedded once). Cached under the
+    /// `default` tenant; the searches of a collection cache under its tenant.
     pub fn query_vector(&self, query: &str) -> Result<Vec<f32>, EngineError> {
-        let embedder = self.embedder_status().map_err(EngineError::NotFound)?;
-        if let Some(v) = self
-            .query_cache
-            .lock()
-            .expect("query cache lock")
-            .get(query)
-        {
-            return Ok(v);
-        }
-        let v = embedder
-            .embed_query(query)
-            .map_err(|e| EngineError::Model(e.to_string()))?;
-        self.query_cache
-            .lock()
-            .expect("query cache lock")
-            .put(query, v.clone());
-        Ok(v)
+        self.query_vector_in(crate::cached::DEFAULT_TENANT, query)
     }
 
     /// Cosine similarity of `query` to each chunk, from the vectors in the collection's
@@ -207,17 +192,21 @@ impl Engine {
         let Some(index) = self.vector_index(collection)? else {
             return Ok(vec![None; chunks.len()]);
         };
-        let q = self.query_vector(query)?;
+        let q = self.query_vector_in(crate::cached::tenant_of(collection), query)?;
         Ok(chunks
             .iter()
             .map(|(d, o)| index.similarity(*d, *o, &q))
             .collect())
     }
 
-    /// Forget cached query vectors (so a benchmark's latencies include embedding).
+    /// Forget cached query vectors and search results (so a benchmark's latencies
+    /// include embedding and searching).
     pub fn clear_query_cache(&self) {
-        let mut c = self.query_cache.lock().expect("query cache lock");
-        *c = QueryCache::new(c.cap);
+        self.cache.delete_tag(&neuralcore_cache::op_tag(
+            neuralcore_cache::Op::QueryEmbedding,
+        ));
+        self.cache
+            .delete_tag(&neuralcore_cache::op_tag(neuralcore_cache::Op::Search));
     }
 
     /// The embedding model, if there is one.
@@ -440,53 +429,4 @@ fn slug(s: &str) -> String {
         .collect();
     out.truncate(80);
     out
-}
-
-/// The most recent query vectors, at most `cap` of them (oldest out first).
-pub(crate) struct QueryCache {
-    cap: usize,
-    map: HashMap<String, Vec<f32>>,
-    order: std::collections::VecDeque<String>,
-}
-
-impl QueryCache {
-    pub(crate) fn new(cap: usize) -> Self {
-        QueryCache {
-            cap,
-            map: HashMap::new(),
-            order: std::collections::VecDeque::new(),
-        }
-    }
-
-    fn get(&self, q: &str) -> Option<Vec<f32>> {
-        self.map.get(q).cloned()
-    }
-
-    fn put(&mut self, q: &str, v: Vec<f32>) {
-        if self.map.insert(q.to_string(), v).is_none() {
-            self.order.push_back(q.to_string());
-            while self.order.len() > self.cap {
-                if let Some(old) = self.order.pop_front() {
-                    self.map.remove(&old);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::QueryCache;
-
-    #[test]
-    fn query_cache_keeps_the_most_recent() {
-        let mut c = QueryCache::new(2);
-        c.put("a", vec![1.0]);
-        c.put("b", vec![2.0]);
-        c.put("a", vec![1.5]);
-        c.put("c", vec![3.0]);
-        assert_eq!(c.get("a"), None, "oldest insert goes first");
-        assert_eq!(c.get("b"), Some(vec![2.0]));
-        assert_eq!(c.get("c"), Some(vec![3.0]));
-    }
 }

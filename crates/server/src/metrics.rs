@@ -200,10 +200,14 @@ pub async fn metrics(AxumState(st): AxumState<Arc<State>>, caller: Caller) -> Re
         return crate::error::ApiError::forbidden("admin of the default tenant").into_response();
     }
     let jobs = st.jobs.clone();
-    let counts = match st.blocking(move |_| jobs.counts_by_state()).await {
+    let counts = match st
+        .blocking(move |app| Ok((jobs.counts_by_state()?, app.engine().cache().stats())))
+        .await
+    {
         Ok(c) => c,
         Err(e) => return e.into_response(),
     };
+    let (counts, cache) = counts;
     let by_state = counts
         .into_iter()
         .map(|(s, n)| {
@@ -221,7 +225,63 @@ pub async fn metrics(AxumState(st): AxumState<Arc<State>>, caller: Caller) -> Re
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        st.metrics.render(&by_state),
+        st.metrics.render(&by_state) + &render_cache(&cache),
     )
         .into_response()
+}
+
+/// The operation cache's counters (this process's since it started) and its tiers' size.
+fn render_cache(c: &neuralcore_cache::CacheStats) -> String {
+    let mut out = String::new();
+    out.push_str("# HELP neuralcore_cache_lookups_total Cache lookups by operation and outcome (hot_hit, cold_hit, miss).\n# TYPE neuralcore_cache_lookups_total counter\n");
+    for o in &c.ops {
+        for (outcome, n) in [
+            ("hot_hit", o.hot_hits),
+            ("cold_hit", o.cold_hits),
+            ("miss", o.misses),
+        ] {
+            let _ = writeln!(
+                out,
+                "neuralcore_cache_lookups_total{{op=\"{}\",outcome=\"{outcome}\"}} {n}",
+                o.op
+            );
+        }
+    }
+    out.push_str("# HELP neuralcore_cache_stores_total Values stored, or not stored (too_large), and entries that failed their check on read (corrupt), by operation.\n# TYPE neuralcore_cache_stores_total counter\n");
+    for o in &c.ops {
+        for (what, n) in [
+            ("stored", o.puts),
+            ("too_large", o.too_large),
+            ("corrupt", o.corrupt),
+        ] {
+            let _ = writeln!(
+                out,
+                "neuralcore_cache_stores_total{{op=\"{}\",result=\"{what}\"}} {n}",
+                o.op
+            );
+        }
+    }
+    out.push_str("# HELP neuralcore_cache_tier Entries, bytes and evictions of each cache tier, and its failed and bypassed calls.\n# TYPE neuralcore_cache_tier gauge\n");
+    for t in &c.tiers {
+        let labels = format!("role=\"{}\",tier=\"{}\"", t.role, t.name);
+        if let Some(u) = &t.usage {
+            for (what, n) in [
+                ("entries", u.entries),
+                ("bytes", u.bytes),
+                ("evictions", u.evictions),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "neuralcore_cache_tier{{{labels},measure=\"{what}\"}} {n}"
+                );
+            }
+        }
+        for (what, n) in [("errors", t.errors), ("bypassed", t.bypassed)] {
+            let _ = writeln!(
+                out,
+                "neuralcore_cache_tier{{{labels},measure=\"{what}\"}} {n}"
+            );
+        }
+    }
+    out
 }

@@ -503,9 +503,21 @@ fn metrics_count_routes_stages_and_jobs_without_ids_or_tenants() {
         "neuralcore_loop_stage_duration_seconds_count{stage=\"retrieve\"}",
         "neuralcore_asks_total{method=",
         "# TYPE neuralcore_jobs gauge",
+        "neuralcore_cache_tier{role=\"hot\",tier=\"hot\",measure=\"entries\"}",
+        "neuralcore_cache_tier{role=\"cold\",tier=\"redb\",measure=\"bytes\"}",
+        "neuralcore_cache_stores_total{op=\"search\",result=\"stored\"}",
     ] {
         assert!(text.contains(want), "{want} not in\n{text}");
     }
+    // The same search three times: the last two were served by the hot tier.
+    let hot_hits: u64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("neuralcore_cache_lookups_total{op=\"search\",outcome=\"hot_hit\"} ")
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(hot_hits >= 2, "{text}");
     // Route templates only: no collection names, tenants or keys.
     for secret in ["nope", "acme", "nck_"] {
         assert!(!text.contains(secret), "{secret} in\n{text}");

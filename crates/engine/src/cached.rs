@@ -1,0 +1,216 @@
+//! The operation cache in the engine: query embeddings and ranked search results, under
+//! keys holding everything that changes them — the tenant (from the stored collection
+//! name), the engine's settings and version, the model, and for search the collection's
+//! creation time and generation, so any committed change (ingest, a source's removal, a
+//! dropped and recreated collection) makes the next search a miss, never a stale hit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use neuralcore_cache::{
+    collection_tag, tenant_tag, Cache, HotTier, KeyBuilder, Op, RedbTier, Tier, TierError,
+};
+use sha2::Digest;
+
+use crate::config::{ColdTierKind, Config, HotTierKind};
+use crate::search::{Ranked, SearchOptions};
+use crate::{Engine, EngineError};
+
+/// The tenant part of a stored collection name (`acme~docs` → `acme`; `docs` →
+/// `default`).
+pub(crate) fn tenant_of(stored: &str) -> &str {
+    stored
+        .split_once(neuralcore_core::TENANT_SEP)
+        .map_or(DEFAULT_TENANT, |(t, _)| t)
+}
+
+/// The tenant of collections stored without a tenant part.
+pub(crate) const DEFAULT_TENANT: &str = "default";
+
+/// SHA-256 (hex) of the settings that change results (every section but `[cache]`) and
+/// of this build's version.
+pub(crate) fn settings_fingerprint(config: &Config) -> String {
+    let mut c = config.clone();
+    c.cache = Default::default();
+    let json = serde_json::to_string(&c).unwrap_or_default();
+    let d = sha2::Sha256::new()
+        .chain_update(env!("CARGO_PKG_VERSION"))
+        .chain_update([0])
+        .chain_update(json)
+        .finalize();
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ttl(seconds: u64) -> Option<Duration> {
+    (seconds > 0).then(|| Duration::from_secs(seconds))
+}
+
+/// The cache `[cache]` asks for: the in-process or Redis hot tier, the embedded
+/// (`<data_dir>/cache.redb`; none without a data dir) or PostgreSQL cold tier. A tier
+/// that cannot be opened is left out with a warning: a cache is never worth failing to
+/// start for.
+pub fn open_cache(config: &Config, data_dir: Option<&std::path::Path>) -> Cache {
+    let c = &config.cache;
+    let hot: Option<Arc<dyn Tier>> = match c.hot {
+        HotTierKind::Memory => Some(Arc::new(HotTier::new(c.hot_max_bytes))),
+        HotTierKind::Redis => open_or_warn("redis", redis_tier(c)),
+        HotTierKind::Off => None,
+    };
+    let cold: Option<Arc<dyn Tier>> = match (c.cold, data_dir) {
+        (ColdTierKind::Embedded, Some(dir)) => open_or_warn(
+            "embedded",
+            RedbTier::open(&dir.join("cache.redb"), c.cold_max_bytes)
+                .map(|t| Arc::new(t) as Arc<dyn Tier>),
+        ),
+        (ColdTierKind::Embedded, None) | (ColdTierKind::Off, _) => None,
+        (ColdTierKind::Postgres, _) => open_or_warn("postgres", postgres_tier(c)),
+    };
+    Cache::new(hot, cold).with_max_value_bytes(c.max_value_bytes)
+}
+
+fn open_or_warn(what: &str, tier: Result<Arc<dyn Tier>, TierError>) -> Option<Arc<dyn Tier>> {
+    match tier {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!("the {what} cache tier is left out: {e}");
+            None
+        }
+    }
+}
+
+/// The Redis hot tier: short timeouts (a down or slow Redis costs little; it is bypassed
+/// and reconnected by itself).
+fn redis_tier(c: &crate::config::CacheSettings) -> Result<Arc<dyn Tier>, TierError> {
+    neuralcore_cache::RedisTier::open(
+        &c.redis_url,
+        &c.redis_prefix,
+        neuralcore_cache::RedisTimeouts::default(),
+    )
+    .map(|t| Arc::new(t) as Arc<dyn Tier>)
+}
+
+/// The PostgreSQL cold tier, bounded by `cold_max_bytes`.
+fn postgres_tier(c: &crate::config::CacheSettings) -> Result<Arc<dyn Tier>, TierError> {
+    neuralcore_cache::PgTier::open(
+        &c.postgres_url,
+        &c.postgres_table,
+        neuralcore_cache::PgTierOptions {
+            max_bytes: Some(c.cold_max_bytes),
+            ..Default::default()
+        },
+    )
+    .map(|t| Arc::new(t) as Arc<dyn Tier>)
+}
+
+impl Engine {
+    /// The operation cache.
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+
+    /// SHA-256 (hex) of the settings that change results and of this build's version:
+    /// part of every cache key.
+    pub fn settings_fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Use `cache` instead of the one `[cache]` describes (benchmarks, tests).
+    pub fn set_cache(&mut self, cache: Arc<Cache>) {
+        self.cache = cache;
+    }
+
+    /// A query's vector, cached per (tenant, model, settings, text).
+    pub(crate) fn query_vector_in(
+        &self,
+        tenant: &str,
+        query: &str,
+    ) -> Result<Vec<f32>, EngineError> {
+        let embedder = self.embedder_status().map_err(EngineError::NotFound)?;
+        let on = self.config.cache.query_embedding && self.cache.is_on();
+        let key = on.then(|| {
+            KeyBuilder::new(tenant, Op::QueryEmbedding)
+                .str(&self.fingerprint)
+                .str(embedder.model_id())
+                .u64(embedder.dimension() as u64)
+                .str(query)
+                .finish()
+        });
+        if let Some(key) = &key {
+            if let Some(hit) = self.cache.get(key) {
+                if let Some(v) = f32s(&hit.value, embedder.dimension()) {
+                    return Ok(v);
+                }
+            }
+        }
+        let v = embedder
+            .embed_query(query)
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        if let Some(key) = &key {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            self.cache.put(
+                key,
+                &bytes,
+                ttl(self.config.cache.query_embedding_ttl_s),
+                &[tenant_tag(tenant)],
+            );
+        }
+        Ok(v)
+    }
+
+    /// [`Engine::search_keys`] through the cache: the key holds the collection's creation
+    /// time and generation, read before the search and checked again after it (results
+    /// of a search that raced a commit are not kept). Results that fell back from the
+    /// mode asked for (no embedding model) are not kept either.
+    pub(crate) fn search_keys_cached(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+        opts: SearchOptions,
+    ) -> Result<Ranked, EngineError> {
+        if !(self.config.cache.search && self.cache.is_on()) {
+            return self.search_keys_uncached(collection, query, k, opts);
+        }
+        let before = self.collection(collection)?;
+        let tenant = tenant_of(collection);
+        let key = KeyBuilder::new(tenant, Op::Search)
+            .str(&self.fingerprint)
+            .str(collection)
+            .str(&before.created_at)
+            .u64(before.generation)
+            .str(query)
+            .u64(k as u64)
+            .opt_str(opts.mode.map(|m| format!("{m:?}")).as_deref())
+            .u64(opts.rerank.map_or(u64::MAX, |n| n as u64))
+            .finish();
+        if let Some((ranked, _)) = self.cache.get_json::<Ranked>(&key) {
+            return Ok(ranked);
+        }
+        let ranked = self.search_keys_uncached(collection, query, k, opts)?;
+        let unchanged = self.store.collection(collection)?.is_some_and(|after| {
+            after.generation == before.generation && after.created_at == before.created_at
+        });
+        if ranked.fallback.is_none() && unchanged {
+            self.cache.put_json(
+                &key,
+                &ranked,
+                ttl(self.config.cache.search_ttl_s),
+                &[tenant_tag(tenant), collection_tag(tenant, collection)],
+            );
+        }
+        Ok(ranked)
+    }
+}
+
+/// Little-endian f32s of exactly `dim` values.
+fn f32s(bytes: &[u8], dim: usize) -> Option<Vec<f32>> {
+    if bytes.len() != dim * 4 {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
