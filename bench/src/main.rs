@@ -26,6 +26,7 @@ use serde_json::json;
 
 mod agents;
 mod ask;
+mod cache;
 mod embed_query;
 mod http;
 mod kernels;
@@ -55,6 +56,8 @@ const USAGE: &str = "usage:
   nc-bench http --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
                 [--clients 50] [--secs 60] [--ask-every 5]
   nc-bench mcp --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
+  nc-bench cache --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
+      [--asks 30] [--redis URL] [--llm URL --llm-model NAME]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -436,6 +439,7 @@ fn main() -> ExitCode {
         "ask" => ask::bench_ask(&args[1..]),
         "http" => http::bench_http(&args[1..]),
         "mcp" => mcp::bench_mcp(&args[1..]),
+        "cache" => cache::bench_cache(&args[1..]),
         "memory" => memory::bench_memory(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

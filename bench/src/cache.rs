@@ -1,0 +1,272 @@
+//! `nc-bench cache`: what the operation cache buys, measured side by side in one run.
+//!
+//! * **search**: each query's hybrid search cold (its cached embedding and results
+//!   dropped first) and then warm (the same search again), paired; the ratio of medians.
+//! * **miss**: the cost of a lookup that finds nothing, per tier set: the in-process hot
+//!   tier alone, hot over the embedded cold tier (`cache.redb`), and Redis (`--redis
+//!   URL`).
+//! * **ask**: the whole control loop through the application core with `[cache] answer`
+//!   on: each question asked cold (its answer, results and embedding dropped first) and
+//!   then again, paired; with `--llm URL` (an OpenAI-compatible endpoint, e.g. the test
+//!   llama.cpp server) the loop writes its answer with the LLM.
+//! * **mixed**: a replay of the queries with 30% repeats of earlier ones, asked through
+//!   the application core with the cache on and then off: hit ratio and mean latency.
+//!
+//! `--data-dir D --collection C --queries Q [-n N] [--asks M] [--redis URL] [--llm URL
+//! --llm-model NAME]`; the data dir must hold the collection, ingested.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use neuralcore_app::{App, AskOptions, OpenOptions, Tenant};
+use neuralcore_cache::{op_tag, Cache, HotTier, KeyBuilder, Op, RedbTier, RedisTier, Tier};
+use neuralcore_engine::{ColdTierKind, HotTierKind, SearchMode, SearchOptions};
+use serde_json::json;
+
+use crate::workload::{parse_arg, Workload};
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn forget(app: &App, ops: &[Op]) {
+    for op in ops {
+        app.engine().cache().delete_tag(&op_tag(*op));
+    }
+}
+
+pub fn bench_cache(args: &[String]) -> Result<(), String> {
+    let w = Workload::parse(args)?;
+    let (mut asks, mut redis, mut llm, mut llm_model) = (
+        30usize,
+        None::<String>,
+        None::<String>,
+        String::from("smollm2"),
+    );
+    for (a, v) in &w.rest {
+        match a.as_str() {
+            "--asks" => asks = parse_arg(a, v)?,
+            "--redis" => redis = Some(v.clone()),
+            "--llm" => llm = Some(v.clone()),
+            "--llm-model" => llm_model = v.clone(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let isa = neuralcore_models::isa().name();
+    let texts = w.queries(w.n)?;
+    let mut config = w.config.clone();
+    config.cache.hot = HotTierKind::Memory;
+    config.cache.cold = ColdTierKind::Embedded;
+    config.cache.answer = true;
+    if let Some(url) = &llm {
+        config.llm.base_url = url.clone();
+        config.llm.model = llm_model.clone();
+    }
+    let open = |config| {
+        App::open(
+            &w.data_dir,
+            config,
+            OpenOptions {
+                mind: Some(neuralcore_mind::Mind::memory()),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())
+    };
+    let app = open(config.clone())?;
+    let engine = app.engine().clone();
+    let collection = w.collection.clone();
+    engine
+        .keyword_index(&collection)
+        .map_err(|e| e.to_string())?;
+    engine
+        .vector_index(&collection)
+        .map_err(|e| e.to_string())?;
+    let opts = SearchOptions {
+        mode: Some(SearchMode::Hybrid),
+        rerank: None,
+    };
+
+    // Search: cold then warm, paired.
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for q in &texts {
+        forget(&app, &[Op::Search, Op::QueryEmbedding]);
+        let t = Instant::now();
+        let a = engine
+            .search_keys(&collection, q, 10, opts)
+            .map_err(|e| e.to_string())?;
+        cold.push(ms(t));
+        let t = Instant::now();
+        let b = engine
+            .search_keys(&collection, q, 10, opts)
+            .map_err(|e| e.to_string())?;
+        warm.push(ms(t));
+        if a.hits.len() != b.hits.len() {
+            return Err(format!("warm hits differ for {q:?}"));
+        }
+    }
+    let (c50, w50) = (pct(&mut cold, 0.5), pct(&mut warm, 0.5));
+    println!(
+        "{}",
+        json!({"bench": "cache-search", "isa": isa, "n": texts.len(), "mode": "hybrid",
+            "tiers": "hot(memory)+cold(redb)",
+            "cold_p50_ms": c50, "warm_p50_ms": w50, "speedup_p50": c50 / w50,
+            "cold_p99_ms": pct(&mut cold, 0.99), "warm_p99_ms": pct(&mut warm, 0.99)})
+    );
+
+    // Miss cost per tier set.
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut sets: Vec<(&str, Cache)> = vec![
+        (
+            "hot(memory)",
+            Cache::new(Some(Arc::new(HotTier::new(64 << 20))), None),
+        ),
+        (
+            "hot(memory)+cold(redb)",
+            Cache::new(
+                Some(Arc::new(HotTier::new(64 << 20))),
+                Some(Arc::new(
+                    RedbTier::open(&dir.path().join("c.redb"), 1 << 30)
+                        .map_err(|e| e.to_string())?,
+                ) as Arc<dyn Tier>),
+            ),
+        ),
+    ];
+    if let Some(url) = &redis {
+        let prefix = format!("nc-bench-{}:", std::process::id());
+        let t = RedisTier::open(url, &prefix, Default::default()).map_err(|e| e.to_string())?;
+        sets.push(("hot(redis)", Cache::new(Some(Arc::new(t)), None)));
+    }
+    for (name, cache) in &sets {
+        // Some entries, so the tiers are not empty.
+        for i in 0..1000u64 {
+            let k = KeyBuilder::new("bench", Op::Search).u64(i).finish();
+            cache.put(&k, &[7u8; 512], Some(Duration::from_secs(600)), &[]);
+        }
+        let mut v = Vec::new();
+        for i in 0..2000u64 {
+            let k = KeyBuilder::new("bench", Op::Search)
+                .str("absent")
+                .u64(i)
+                .finish();
+            let t = Instant::now();
+            let hit = cache.get(&k);
+            v.push(t.elapsed().as_secs_f64() * 1e6);
+            if hit.is_some() {
+                return Err("a miss hit".into());
+            }
+        }
+        println!(
+            "{}",
+            json!({"bench": "cache-miss", "isa": isa, "tiers": name, "n": v.len(),
+                "miss_p50_us": pct(&mut v, 0.5), "miss_p99_us": pct(&mut v, 0.99)})
+        );
+        cache.clear();
+    }
+
+    // Ask: cold then warm, paired.
+    let tenant = Tenant::default_tenant();
+    let ask_opts = AskOptions {
+        collection: collection.clone(),
+        ..Default::default()
+    };
+    let questions: Vec<&String> = texts.iter().take(asks).collect();
+    let (mut cold, mut warm, mut cached) = (Vec::new(), Vec::new(), 0usize);
+    for (i, q) in questions.iter().enumerate() {
+        forget(&app, &[Op::Answer, Op::Search, Op::QueryEmbedding]);
+        let t = Instant::now();
+        let a = app
+            .ask(&tenant, &format!("bench-c{i}"), q, &ask_opts, false)
+            .map_err(|e| e.to_string())?;
+        cold.push(ms(t));
+        let t = Instant::now();
+        let b = app
+            .ask(&tenant, &format!("bench-w{i}"), q, &ask_opts, false)
+            .map_err(|e| e.to_string())?;
+        warm.push(ms(t));
+        cached += usize::from(b.cached.is_some());
+        if a.answer != b.answer {
+            return Err(format!("the warm answer differs for {q:?}"));
+        }
+    }
+    let (c50, w50) = (pct(&mut cold, 0.5), pct(&mut warm, 0.5));
+    println!(
+        "{}",
+        json!({"bench": "cache-ask", "isa": isa, "n": questions.len(),
+            "llm": llm.as_ref().map(|_| llm_model.clone()),
+            "served_from_cache": cached,
+            "cold_p50_ms": c50, "warm_p50_ms": w50, "speedup_p50": c50 / w50,
+            "cold_mean_ms": cold.iter().sum::<f64>() / cold.len().max(1) as f64,
+            "warm_mean_ms": warm.iter().sum::<f64>() / warm.len().max(1) as f64})
+    );
+
+    // Mixed: 30% repeats of earlier questions, cache on, then the same replay off.
+    let mut replay: Vec<&String> = Vec::new();
+    let mut seed = 17u64;
+    let mut next = |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    let fresh: Vec<&String> = texts.iter().skip(asks).take(asks).collect();
+    for q in &fresh {
+        if !replay.is_empty() && next(10) < 3 {
+            replay.push(replay[next(replay.len())]);
+        }
+        replay.push(q);
+    }
+    app.engine().cache().clear();
+    drop(engine);
+    drop(app);
+    // Cache on and off in the order on, off, off, on: an LLM server's own prompt cache
+    // (llama.cpp keeps one) favours whichever run comes second.
+    let (mut on_ms, mut off_ms, mut hits_on) = (Vec::new(), Vec::new(), 0usize);
+    for on in [true, false, false, true] {
+        let mut c = config.clone();
+        if !on {
+            c.cache.hot = HotTierKind::Off;
+            c.cache.cold = ColdTierKind::Off;
+        }
+        let app = open(c)?;
+        app.engine()
+            .keyword_index(&collection)
+            .map_err(|e| e.to_string())?;
+        app.engine()
+            .vector_index(&collection)
+            .map_err(|e| e.to_string())?;
+        for (i, q) in replay.iter().enumerate() {
+            let t = Instant::now();
+            let r = app
+                .ask(&tenant, &format!("bench-m{i}"), q, &ask_opts, false)
+                .map_err(|e| e.to_string())?;
+            if on {
+                on_ms.push(ms(t));
+                hits_on += usize::from(r.cached.is_some());
+            } else {
+                off_ms.push(ms(t));
+            }
+        }
+        app.engine().cache().clear();
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (on_mean, off_mean) = (mean(&on_ms), mean(&off_ms));
+    println!(
+        "{}",
+        json!({"bench": "cache-mixed-ask", "isa": isa, "n": replay.len(), "runs_each": 2,
+            "repeats": replay.len() - fresh.len(),
+            "llm": llm.as_ref().map(|_| llm_model.clone()),
+            "on_mean_ms": on_mean, "answer_hits": hits_on,
+            "hit_ratio": hits_on as f64 / on_ms.len().max(1) as f64,
+            "off_mean_ms": off_mean, "mean_speedup": off_mean / on_mean})
+    );
+    Ok(())
+}
