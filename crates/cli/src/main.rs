@@ -924,7 +924,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     rerank,
                 },
         } => {
-            let engine = open(g, load_config(g)?)?;
+            let engine = open(g, eval_config(g)?)?;
             let modes = if mode.is_empty() {
                 match engine.embedder_status() {
                     Ok(_) => vec![SearchMode::Keyword, SearchMode::Vector, SearchMode::Hybrid],
@@ -999,7 +999,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // Runs are scratch: keep them in memory, whatever the configured backend.
             let app = neuralcore_app::App::open(
                 &g.data_dir,
-                load_config(g)?,
+                eval_config(g)?,
                 neuralcore_app::OpenOptions {
                     agent_dirs: Vec::new(),
                     mind: Some(neuralcore_mind::Mind::memory()),
@@ -1030,7 +1030,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     fit,
                 },
         } => {
-            let engine = open(g, load_config(g)?)?;
+            let engine = open(g, eval_config(g)?)?;
             memory::eval_locomo(
                 g.json,
                 g.quiet,
@@ -1524,6 +1524,19 @@ fn tenants(g: &Global, what: TenantsCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The configuration an evaluation runs with: no cold tier and no cached searches or
+/// answers, so its latencies measure the work, never entries an earlier run left in
+/// `cache.redb`; query embeddings stay cached in the process (as the engine always did:
+/// one ask embeds the same sub-query more than once).
+fn eval_config(g: &Global) -> Result<Config> {
+    let mut c = load_config(g)?;
+    c.cache.hot = neuralcore_engine::HotTierKind::Memory;
+    c.cache.cold = neuralcore_engine::ColdTierKind::Off;
+    c.cache.search = false;
+    c.cache.answer = false;
+    Ok(c)
 }
 
 /// `neuralcore cache stats|clear` on the data dir's cache.
