@@ -18,15 +18,17 @@ use neuralcore_core::CollectionInfo;
 use crate::{App, Tenant};
 
 impl App {
-    /// The answer cache's key for this ask, or `None` when it must not be cached.
+    /// The answer cache's key for this ask over the stored collection `stored`, with the
+    /// collection as it is now, or `None` when it must not be cached (the collection is
+    /// read only then).
     pub(crate) fn answer_key(
         &self,
         tenant: &Tenant,
-        info: &CollectionInfo,
+        stored: &str,
         question: &str,
         opts: &AskOptions,
         recall: bool,
-    ) -> Option<CacheKey> {
+    ) -> Option<(CacheKey, CollectionInfo)> {
         let engine = self.engine();
         let cfg = engine.config();
         let cache = engine.cache();
@@ -36,27 +38,27 @@ impl App {
         if cfg.web.enabled() || (cfg.llm.is_configured() && cfg.llm.temperature > 0.0) {
             return None;
         }
+        let info = engine.collection(stored).ok()?;
         let agents = serde_json::to_string(&self.orchestrator().loader.definitions()).ok()?;
         let s = &opts.switches;
-        Some(
-            KeyBuilder::new(tenant.as_str(), Op::Answer)
-                .str(engine.settings_fingerprint())
-                .str(&agents)
-                .str(&info.name)
-                .str(&info.created_at)
-                .u64(info.generation)
-                .str(question.trim())
-                .opt_str(opts.project.as_deref())
-                .u64(u64::from(opts.max_iterations.unwrap_or(0)))
-                .u64(opts.deadline_ms.unwrap_or(u64::MAX))
-                .bool(s.no_retrieval)
-                .bool(s.no_grade)
-                .bool(s.no_verify)
-                .bool(s.no_refine)
-                .bool(s.no_reflect)
-                .bool(s.skip_expensive)
-                .finish(),
-        )
+        let key = KeyBuilder::new(tenant.as_str(), Op::Answer)
+            .str(engine.settings_fingerprint())
+            .str(&agents)
+            .str(&info.name)
+            .str(&info.created_at)
+            .u64(info.generation)
+            .str(question.trim())
+            .opt_str(opts.project.as_deref())
+            .u64(u64::from(opts.max_iterations.unwrap_or(0)))
+            .u64(opts.deadline_ms.unwrap_or(u64::MAX))
+            .bool(s.no_retrieval)
+            .bool(s.no_grade)
+            .bool(s.no_verify)
+            .bool(s.no_refine)
+            .bool(s.no_reflect)
+            .bool(s.skip_expensive)
+            .finish();
+        Some((key, info))
     }
 
     /// The cached report under `key`, marked as cached and renamed to this run.

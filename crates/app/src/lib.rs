@@ -302,14 +302,10 @@ impl App {
         recall: bool,
     ) -> Result<AskReport, AppError> {
         let stored = require_collection(self.engine(), tenant, &opts.collection)?;
-        let info = self
-            .engine()
-            .collection(&stored)
-            .map_err(|e| hide_gone(e, &opts.collection))?;
-        let cache_key = self.answer_key(tenant, &info, question, opts, recall);
+        let cache_key = self.answer_key(tenant, &stored, question, opts, recall);
         if let Some(report) = cache_key
             .as_ref()
-            .and_then(|k| self.cached_answer(k, run_id))
+            .and_then(|(k, _)| self.cached_answer(k, run_id))
         {
             if let Some(sink) = &opts.events {
                 replay_cached(sink, &report);
@@ -365,8 +361,8 @@ impl App {
         }
         report.collection = opts_collection_name(tenant, &report.collection);
         report.run_id = run_id.to_string();
-        if let Some(key) = &cache_key {
-            self.keep_answer(key, tenant, &info, &report);
+        if let Some((key, before)) = &cache_key {
+            self.keep_answer(key, tenant, before, &report);
         }
         Ok(report)
     }

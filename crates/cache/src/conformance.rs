@@ -220,6 +220,25 @@ pub fn backfill_keeps_tags(f: &mut Factory<'_>) {
     );
 }
 
+/// For a tier bounded to 50,000 bytes (not part of [`run_all`]: the bound is each
+/// tier's own setting): 200 entries of 1,000 bytes leave it within the bound, the oldest
+/// gone with their tags, and a value larger than the bound is not kept.
+pub fn stays_within_50k_bytes_dropping_the_oldest(t: &dyn Tier) {
+    for i in 0..200 {
+        t.put(&format!("k/{i:03}"), vec![7; 1000], None, &["all".into()])
+            .unwrap();
+    }
+    let u = t.usage().unwrap();
+    assert!(u.bytes <= 50_000, "{u:?}");
+    assert!(u.evictions >= 150, "{u:?}");
+    assert!(t.get("k/000").unwrap().is_none());
+    assert!(t.get("k/199").unwrap().is_some());
+    // Evicted entries' tags went with them.
+    assert_eq!(t.delete_tag("all").unwrap() as u64, u.entries);
+    t.put("huge", vec![0; 60_000], None, &[]).unwrap();
+    assert!(t.get("huge").unwrap().is_none());
+}
+
 fn cold_name(c: &Cache) -> &'static str {
     c.stats()
         .tiers

@@ -537,19 +537,7 @@ mod pg_tier {
             max_bytes: Some(50_000),
             ..roomy()
         });
-        for i in 0..200 {
-            t.put(&format!("k/{i:03}"), vec![7; 1000], None, &["all".into()])
-                .unwrap();
-        }
-        let u = t.usage().unwrap();
-        assert!(u.bytes <= 50_000, "{u:?}");
-        assert!(u.evictions >= 150, "{u:?}");
-        assert!(t.get("k/000").unwrap().is_none());
-        assert!(t.get("k/199").unwrap().is_some());
-        assert_eq!(t.delete_tag("all").unwrap() as u64, u.entries);
-        // A value larger than the whole bound is not kept.
-        t.put("huge", vec![0; 60_000], None, &[]).unwrap();
-        assert!(t.get("huge").unwrap().is_none());
+        neuralcore_cache::conformance::stays_within_50k_bytes_dropping_the_oldest(t.as_ref());
     }
 
     #[test]

@@ -42,20 +42,7 @@ fn hot_tier_stays_within_its_bytes() {
 fn redb_tier_stays_within_its_bytes_dropping_the_oldest() {
     let dir = tempfile::tempdir().unwrap();
     let t = RedbTier::open(&dir.path().join("c.redb"), 50_000).unwrap();
-    for i in 0..200 {
-        t.put(&format!("k/{i:03}"), vec![7; 1000], None, &["all".into()])
-            .unwrap();
-    }
-    let u = t.usage().unwrap();
-    assert!(u.bytes <= 50_000, "{u:?}");
-    assert!(u.evictions >= 150, "{u:?}");
-    assert!(t.get("k/000").unwrap().is_none());
-    assert!(t.get("k/199").unwrap().is_some());
-    // Evicted entries' tags went with them.
-    assert_eq!(t.delete_tag("all").unwrap() as u64, u.entries);
-    // A value larger than the whole bound is not kept.
-    t.put("huge", vec![0; 60_000], None, &[]).unwrap();
-    assert!(t.get("huge").unwrap().is_none());
+    conformance::stays_within_50k_bytes_dropping_the_oldest(&t);
 }
 
 #[test]

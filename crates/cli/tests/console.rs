@@ -12,24 +12,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::bin;
+use common::run_ok;
 
 use serde_json::Value;
 
 fn run_json(data: &Path, args: &[&str]) -> Value {
-    let out = bin()
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    let out = run_ok(data, args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 /// The Python with Playwright (`scripts/console-client.sh`), or `None` when the suite

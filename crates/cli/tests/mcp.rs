@@ -9,25 +9,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{bin, client_python, model_cache, start_server};
+use common::{bin, client_python, model_cache, run_ok as run, start_server};
 
 use serde_json::Value;
-
-/// Run the CLI on `data`; its stdout, or a panic with its stderr.
-fn run(data: &Path, args: &[&str]) -> String {
-    let out = bin()
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py")

@@ -23,6 +23,22 @@ pub fn bin() -> Command {
 }
 
 /// The folder holding the test embedding model (`neuralcore models pull`).
+/// Run the CLI on `data`; its stdout (trimmed), or a panic with its stderr.
+pub fn run_ok(data: &Path, args: &[&str]) -> String {
+    let out = bin()
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 pub fn model_cache() -> String {
     neuralcore_models::testing::model_cache()
         .display()
