@@ -6,9 +6,11 @@
 //!   tier alone, hot over the embedded cold tier (`cache.redb`), and Redis (`--redis
 //!   URL`).
 //! * **ask**: the whole control loop through the application core with `[cache] answer`
-//!   on: each question asked cold (its answer, results and embedding dropped first) and
-//!   then again, paired; with `--llm URL` (an OpenAI-compatible endpoint, e.g. the test
-//!   llama.cpp server) the loop writes its answer with the LLM.
+//!   on: each question asked cold (every cached operation dropped first) and then again,
+//!   paired; with `--llm URL` (an OpenAI-compatible endpoint, e.g. the test llama.cpp
+//!   server) the loop writes its answer with the LLM. **ask-operations**: the same with
+//!   the answer cache off, so a repeat reuses only the operations (query embeddings,
+//!   searches, reranker and evaluator scores, LLM completions).
 //! * **mixed**: a replay of the queries with 30% repeats of earlier ones, asked through
 //!   the application core with the cache on and then off: hit ratio and mean latency.
 //!
@@ -172,41 +174,72 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
         cache.clear();
     }
 
-    // Ask: cold then warm, paired.
+    // Ask: cold then warm, paired; with the answer cache, then with the operation
+    // caches alone (searches, scores, completions), as the seed caches.
     let tenant = Tenant::default_tenant();
     let ask_opts = AskOptions {
         collection: collection.clone(),
         ..Default::default()
     };
     let questions: Vec<&String> = texts.iter().take(asks).collect();
-    let (mut cold, mut warm, mut cached) = (Vec::new(), Vec::new(), 0usize);
-    for (i, q) in questions.iter().enumerate() {
-        forget(&app, &[Op::Answer, Op::Search, Op::QueryEmbedding]);
-        let t = Instant::now();
-        let a = app
-            .ask(&tenant, &format!("bench-c{i}"), q, &ask_opts, false)
-            .map_err(|e| e.to_string())?;
-        cold.push(ms(t));
-        let t = Instant::now();
-        let b = app
-            .ask(&tenant, &format!("bench-w{i}"), q, &ask_opts, false)
-            .map_err(|e| e.to_string())?;
-        warm.push(ms(t));
-        cached += usize::from(b.cached.is_some());
-        if a.answer != b.answer {
-            return Err(format!("the warm answer differs for {q:?}"));
+    let ask_pairs = |app: &App, bench: &str| -> Result<(), String> {
+        let (mut cold, mut warm, mut cached, mut llm_hits, mut cut_short) =
+            (Vec::new(), Vec::new(), 0usize, 0u64, 0usize);
+        for (i, q) in questions.iter().enumerate() {
+            forget(app, &Op::ALL);
+            let t = Instant::now();
+            let a = app
+                .ask(&tenant, &format!("bench-c{i}"), q, &ask_opts, false)
+                .map_err(|e| e.to_string())?;
+            cold.push(ms(t));
+            let t = Instant::now();
+            let b = app
+                .ask(&tenant, &format!("bench-w{i}"), q, &ask_opts, false)
+                .map_err(|e| e.to_string())?;
+            warm.push(ms(t));
+            cached += usize::from(b.cached.is_some());
+            llm_hits += b
+                .iterations
+                .iter()
+                .flat_map(|it| &it.stages)
+                .filter_map(|s| s.cache_hits.get("llm"))
+                .sum::<u64>();
+            // A cold ask a budget cut short may be answered better by its faster repeat;
+            // any other difference is a cache bug.
+            if a.answer != b.answer {
+                if a.budget.skipped.is_empty() && a.failures.is_empty() {
+                    return Err(format!("the warm answer differs for {q:?}"));
+                }
+                cut_short += 1;
+            }
         }
-    }
-    let (c50, w50) = (pct(&mut cold, 0.5), pct(&mut warm, 0.5));
-    println!(
-        "{}",
-        json!({"bench": "cache-ask", "isa": isa, "n": questions.len(),
-            "llm": llm.as_ref().map(|_| llm_model.clone()),
-            "served_from_cache": cached,
-            "cold_p50_ms": c50, "warm_p50_ms": w50, "speedup_p50": c50 / w50,
-            "cold_mean_ms": cold.iter().sum::<f64>() / cold.len().max(1) as f64,
-            "warm_mean_ms": warm.iter().sum::<f64>() / warm.len().max(1) as f64})
-    );
+        let (c50, w50) = (pct(&mut cold, 0.5), pct(&mut warm, 0.5));
+        println!(
+            "{}",
+            json!({"bench": bench, "isa": isa, "n": questions.len(),
+                "llm": llm.as_ref().map(|_| llm_model.clone()),
+                "served_from_cache": cached, "llm_completions_from_cache": llm_hits,
+                "cold_cut_short_and_answered_otherwise": cut_short,
+                "cold_p50_ms": c50, "warm_p50_ms": w50, "speedup_p50": c50 / w50,
+                "cold_mean_ms": cold.iter().sum::<f64>() / cold.len().max(1) as f64,
+                "warm_mean_ms": warm.iter().sum::<f64>() / warm.len().max(1) as f64})
+        );
+        Ok(())
+    };
+    ask_pairs(&app, "cache-ask")?;
+    app.engine().cache().clear();
+    drop(engine);
+    drop(app);
+    let mut ops_only = config.clone();
+    ops_only.cache.answer = false;
+    let app = open(ops_only)?;
+    app.engine()
+        .keyword_index(&collection)
+        .map_err(|e| e.to_string())?;
+    app.engine()
+        .vector_index(&collection)
+        .map_err(|e| e.to_string())?;
+    ask_pairs(&app, "cache-ask-operations")?;
 
     // Mixed: 30% repeats of earlier questions, cache on, then the same replay off.
     let mut replay: Vec<&String> = Vec::new();
@@ -225,7 +258,6 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
         replay.push(q);
     }
     app.engine().cache().clear();
-    drop(engine);
     drop(app);
     // Cache on and off in the order on, off, off, on: an LLM server's own prompt cache
     // (llama.cpp keeps one) favours whichever run comes second.

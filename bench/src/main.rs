@@ -33,6 +33,7 @@ mod kernels;
 mod mcp;
 mod memory;
 mod mind;
+mod paraphrase;
 mod vectors;
 mod workload;
 
@@ -58,6 +59,7 @@ const USAGE: &str = "usage:
   nc-bench mcp --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
   nc-bench cache --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
       [--asks 30] [--redis URL] [--llm URL --llm-model NAME]
+  nc-bench paraphrase --squad FILE --model-dir DIR
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -441,6 +443,7 @@ fn main() -> ExitCode {
         "mcp" => mcp::bench_mcp(&args[1..]),
         "cache" => cache::bench_cache(&args[1..]),
         "memory" => memory::bench_memory(&args[1..]),
+        "paraphrase" => paraphrase::bench_paraphrase(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neuralcore_core::parse_doc_id;
+use neuralcore_engine::CacheServed;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -321,6 +322,11 @@ pub struct StageTrace {
     pub skipped: Option<String>,
     /// What each tool did.
     pub results: Vec<ToolResult>,
+    /// What the stage got from the operation cache: hits by operation (`search`,
+    /// `rerank`, `grade`, `llm`, `web`, `memory_search`, `query_embedding`); empty when
+    /// nothing came from it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cache_hits: BTreeMap<String, u64>,
 }
 
 /// One iteration of the loop.
@@ -459,7 +465,7 @@ pub struct AskReport {
 }
 
 /// Where a cached answer report came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CachedAnswer {
     /// The run that produced it.
     pub run_id: String,
@@ -467,6 +473,13 @@ pub struct CachedAnswer {
     pub age_ms: u64,
     /// The cache tier that had it (`hot`, `redb`, `redis`, `postgres`...).
     pub tier: String,
+    /// When it was served for another wording of its question (`[cache]
+    /// answer_paraphrase`): the question it answered (`question` above is the one asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paraphrase_of: Option<String>,
+    /// The cosine similarity of the two questions' embeddings, with `paraphrase_of`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
 }
 
 impl Orchestrator {
@@ -720,8 +733,9 @@ impl<'a> Run<'a> {
     /// Runs the agents or tools of `role` on the run's scope and reports the stage.
     fn stage(&mut self, iteration: Option<u32>, role: &str) -> StageTrace {
         let t = Instant::now();
+        let served = CacheServed::now();
         let r = self.o.run_role(&self.ctx(), role);
-        self.record(iteration, role, t, r.results().cloned().collect())
+        self.record(iteration, role, (t, served), r.results().cloned().collect())
     }
 
     /// A stage's trace from its tools' results: their cost and failures counted, and
@@ -730,7 +744,7 @@ impl<'a> Run<'a> {
         &mut self,
         iteration: Option<u32>,
         role: &str,
-        t: Instant,
+        (t, served): (Instant, CacheServed),
         results: Vec<ToolResult>,
     ) -> StageTrace {
         for res in &results {
@@ -745,6 +759,7 @@ impl<'a> Run<'a> {
                 .is_empty()
                 .then(|| "no agent or tool takes this role".to_string()),
             results,
+            cache_hits: served.since(),
         };
         self.emit(LoopEvent::Stage {
             iteration,
@@ -759,6 +774,7 @@ impl<'a> Run<'a> {
             ms: 0.0,
             skipped: Some(why.into()),
             results: Vec::new(),
+            cache_hits: BTreeMap::new(),
         };
         self.emit(LoopEvent::Stage {
             iteration: Some(it.n),
@@ -932,6 +948,7 @@ impl<'a> Run<'a> {
     ) -> Result<(), AgentError> {
         let n = it.n;
         let t = Instant::now();
+        let served = CacheServed::now();
         let mut results = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
         let top_k = self.o.services.engine.config().grade.top_k;
@@ -996,6 +1013,7 @@ impl<'a> Run<'a> {
             ms: ms(t),
             skipped: None,
             results,
+            cache_hits: served.since(),
         };
         self.emit(LoopEvent::Stage {
             iteration: Some(n),

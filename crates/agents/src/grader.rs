@@ -170,8 +170,16 @@ impl<'a> Grader<'a> {
                 }
             }
             Evaluator::Cross(r) | Evaluator::Trained(r) => {
-                let scores = r
-                    .score(query, passages)
+                let tenant = neuralcore_engine::tenant_of(self.collection);
+                let scores = self
+                    .engine
+                    .scores_cached(
+                        neuralcore_engine::CacheOp::Grade,
+                        tenant,
+                        r.as_ref(),
+                        query,
+                        passages,
+                    )
                     .map_err(|e| EngineError::Model(e.to_string()))?;
                 for (s, v) in out.iter_mut().zip(scores) {
                     s.score = v.clamp(0.0, 1.0);

@@ -9,11 +9,13 @@
 //! another. The CLI is the `default` tenant.
 
 mod answers;
+pub use answers::{normalized as normalized_question, paraphrase_compatible};
 mod documents;
 mod error;
 pub mod jobs;
 pub mod keys;
 mod memory;
+mod op_cache;
 mod runs;
 mod search;
 mod tenant;
@@ -303,16 +305,27 @@ impl App {
     ) -> Result<AskReport, AppError> {
         let stored = require_collection(self.engine(), tenant, &opts.collection)?;
         let cache_key = self.answer_key(tenant, &stored, question, opts, recall);
-        if let Some(report) = cache_key
-            .as_ref()
-            .and_then(|(k, _)| self.cached_answer(k, run_id))
-        {
+        if let Some(report) = cache_key.as_ref().and_then(|k| {
+            self.cached_answer(&k.key, question, run_id)
+                .or_else(|| self.paraphrased_answer(tenant, k, question, opts, run_id))
+        }) {
             if let Some(sink) = &opts.events {
                 replay_cached(sink, &report);
             }
             return Ok(report);
         }
         let mut o = self.orchestrator.clone();
+        // The LLM's completions and web pages are cached in the tenant's partition.
+        o.services.llm = o
+            .services
+            .llm
+            .as_ref()
+            .map(|c| Arc::new(c.scoped(tenant.as_str())));
+        o.services.web = o
+            .services
+            .web
+            .as_ref()
+            .map(|w| Arc::new(w.scoped(tenant.as_str())));
         if recall {
             let store = self.memory_store()?;
             o.services.memory = Some(Arc::new(MemorySearcher::new(
@@ -361,8 +374,8 @@ impl App {
         }
         report.collection = opts_collection_name(tenant, &report.collection);
         report.run_id = run_id.to_string();
-        if let Some((key, before)) = &cache_key {
-            self.keep_answer(key, tenant, before, &report);
+        if let Some(k) = &cache_key {
+            self.keep_answer(k, tenant, &report);
         }
         Ok(report)
     }
@@ -587,18 +600,16 @@ pub fn open_memory_store(config: &Config, data_dir: &Path) -> Result<Arc<MemoryS
 pub fn services(engine: Arc<Engine>) -> Result<Services, AppError> {
     let cfg: &Config = engine.config();
     let llm = if cfg.llm.is_configured() {
-        Some(Arc::new(
-            neuralcore_llm::LlmClient::new(cfg.llm.clone())
-                .map_err(|e| AppError::InvalidInput(format!("[llm] in the config: {e}")))?,
-        ))
+        let client = neuralcore_llm::LlmClient::new(cfg.llm.clone())
+            .map_err(|e| AppError::InvalidInput(format!("[llm] in the config: {e}")))?;
+        Some(Arc::new(op_cache::cached_llm(&engine, client)))
     } else {
         None
     };
     let web = if cfg.web.enabled() {
-        Some(Arc::new(
-            neuralcore_web::WebSearch::new(cfg.web.clone())
-                .map_err(|e| AppError::InvalidInput(format!("[web] in the config: {e}")))?,
-        ))
+        let web = neuralcore_web::WebSearch::new(cfg.web.clone())
+            .map_err(|e| AppError::InvalidInput(format!("[web] in the config: {e}")))?;
+        Some(Arc::new(op_cache::cached_web(&engine, web)))
     } else {
         None
     };

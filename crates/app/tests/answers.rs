@@ -288,3 +288,289 @@ fn randomized_changes_and_asks_never_serve_a_stale_answer() {
         "{hits} of {asked} asks were served from the cache"
     );
 }
+
+/// Hits served from the operation cache over the whole run, by operation.
+fn served(r: &neuralcore_app::AskReport) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for s in r.iterations.iter().flat_map(|i| &i.stages) {
+        for (op, n) in &s.cache_hits {
+            *out.entry(op.clone()).or_insert(0) += n;
+        }
+    }
+    out
+}
+
+/// With the real llama.cpp server (`NEURALCORE_TEST_LLM_URL`, started by
+/// `scripts/test.sh`) and the answer cache off: a repeated ask gets its searches and its
+/// LLM completions from the operation cache, says so in its stages' traces and spends
+/// no tokens; another tenant asking the same gets none of it.
+#[test]
+fn repeated_asks_reuse_searches_and_completions_per_tenant_and_the_trace_says_so() {
+    let Ok(url) = std::env::var("NEURALCORE_TEST_LLM_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_LLM_URL is not set (see scripts/llm-server.sh)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    config.llm.base_url = url;
+    config.llm.model =
+        std::env::var("NEURALCORE_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
+    config.llm.timeout_ms = 120_000;
+    config.llm.max_tokens = 64;
+    config.cache.cold = ColdTierKind::Off;
+    let app = App::open(
+        &tmp.path().join("data"),
+        config,
+        neuralcore_app::OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let src = tmp.path().join("src");
+    write(&src, "tides.md", TIDES);
+    let acme = Tenant::new("acme").unwrap();
+    let globex = Tenant::new("globex").unwrap();
+    app.ingest(&acme, std::slice::from_ref(&src), "docs", &mut ())
+        .unwrap();
+    app.ingest(&globex, &[src], "docs", &mut ()).unwrap();
+    let q = "What causes the tides?";
+
+    let first = app.ask(&acme, "a1", q, &opts("docs"), false).unwrap();
+    assert!(first.cost.tokens > 0, "the LLM was asked: {first:#?}");
+    let first_served = served(&first);
+    let again = app.ask(&acme, "a2", q, &opts("docs"), false).unwrap();
+    assert!(again.cached.is_none(), "the answer cache is off");
+    let again_served = served(&again);
+    assert_eq!(again.answer, first.answer);
+    assert_eq!(again.cost.tokens, 0, "every completion came from the cache");
+    assert!(
+        again_served.get("llm").copied().unwrap_or(0)
+            > first_served.get("llm").copied().unwrap_or(0),
+        "{first_served:?} then {again_served:?}"
+    );
+    assert!(
+        again_served.get("search").copied().unwrap_or(0) > 0,
+        "{again_served:?}"
+    );
+    let retrieve = again.iterations[0]
+        .stages
+        .iter()
+        .find(|s| s.stage == "retrieve")
+        .unwrap();
+    assert!(retrieve.cache_hits.contains_key("search"), "{retrieve:?}");
+
+    // The same question over the same text, by another tenant: its own LLM calls.
+    let other = app.ask(&globex, "g1", q, &opts("docs"), false).unwrap();
+    assert_eq!(other.cost.tokens, first.cost.tokens, "{other:#?}");
+    assert_eq!(
+        served(&other).get("llm").copied().unwrap_or(0),
+        first_served.get("llm").copied().unwrap_or(0)
+    );
+}
+
+/// A private `redis-server` (installed by `scripts/test.sh`) on a free port, so it can
+/// be stopped without disturbing other tests.
+fn start_redis(port: u16, dir: &Path) -> std::process::Child {
+    let child = std::process::Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--save", "", "--appendonly", "no", "--dir"])
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server (scripts/test.sh installs it)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "redis-server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// With the hot tier on Redis and no cold tier: Redis stopped in the middle of a run of
+/// asks costs nothing but the cache (every ask answers, within a bounded time, counted
+/// as tier errors and bypasses); once it is back, the cache is used again by itself.
+#[test]
+fn redis_stopped_during_asks_is_bypassed_and_used_again_once_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut redis = start_redis(port, tmp.path());
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    config.cache.answer = true;
+    config.cache.hot = HotTierKind::Redis;
+    config.cache.redis_url = format!("redis://127.0.0.1:{port}/");
+    config.cache.cold = ColdTierKind::Off;
+    let app = App::open(
+        &tmp.path().join("data"),
+        config,
+        neuralcore_app::OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t = Tenant::default_tenant();
+    let src = tmp.path().join("src");
+    write(&src, "tides.md", TIDES);
+    app.ingest(&t, &[src], "docs", &mut ()).unwrap();
+    let q = "What causes the tides?";
+    let first = app.ask(&t, "r1", q, &opts("docs"), false).unwrap();
+    let hit = app.ask(&t, "r2", q, &opts("docs"), false).unwrap();
+    assert_eq!(hit.cached.as_ref().map(|c| c.tier.as_str()), Some("redis"));
+
+    redis.kill().unwrap();
+    redis.wait().unwrap();
+    for i in 0..3 {
+        let started = std::time::Instant::now();
+        let r = app
+            .ask(&t, &format!("down{i}"), q, &opts("docs"), false)
+            .unwrap();
+        assert!(r.cached.is_none());
+        assert_eq!(r.answer, first.answer);
+        // The first failing call waits at most for the tier's timeouts; the next ones
+        // skip the resting tier.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let tiers = app.engine().cache().stats().tiers;
+    let hot = tiers.iter().find(|t| t.role == "hot").unwrap();
+    assert!(hot.errors >= 1 && hot.bypassed >= 1, "{hot:?}");
+
+    let mut redis = start_redis(port, tmp.path());
+    std::thread::sleep(neuralcore_cache::RETRY_AFTER + std::time::Duration::from_millis(200));
+    let fresh = app.ask(&t, "back1", q, &opts("docs"), false).unwrap();
+    assert!(fresh.cached.is_none(), "the new Redis is empty");
+    let again = app.ask(&t, "back2", q, &opts("docs"), false).unwrap();
+    assert_eq!(
+        again.cached.as_ref().map(|c| c.tier.as_str()),
+        Some("redis")
+    );
+    redis.kill().unwrap();
+    let _ = redis.wait();
+}
+
+/// Rewordings in case, punctuation, articles and contractions share an answer by
+/// default; with `[cache] answer_paraphrase` set, another wording whose embedding is
+/// close enough and whose question word, numbers and negation agree is served the
+/// earlier answer, marked with the question it answered; a question with another
+/// question word is not; a change to the collection ends both.
+#[test]
+fn rewordings_and_paraphrases_are_served_the_earlier_answer_and_a_different_question_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = open(&tmp.path().join("data"), true);
+    let t = Tenant::default_tenant();
+    let src = tmp.path().join("src");
+    write(&src, "tides.md", TIDES);
+    app.ingest(&t, std::slice::from_ref(&src), "docs", &mut ())
+        .unwrap();
+    let q = "What causes the tides?";
+    let first = app.ask(&t, "p1", q, &opts("docs"), false).unwrap();
+    assert!(first.cached.is_none());
+    let reworded = app
+        .ask(&t, "p2", "  what causes tides", &opts("docs"), false)
+        .unwrap();
+    let c = reworded
+        .cached
+        .clone()
+        .expect("a rewording shares the answer");
+    assert_eq!(c.paraphrase_of.as_deref(), Some(q));
+    assert_eq!(c.similarity, None);
+    assert_eq!(reworded.question, "  what causes tides");
+    assert_eq!(reworded.answer, first.answer);
+    // Embedding matching is off by default.
+    let para = "What is the cause of tides?";
+    assert!(app
+        .ask(&t, "p3", para, &opts("docs"), false)
+        .unwrap()
+        .cached
+        .is_none());
+    drop(app);
+
+    // On, at a threshold just below this pair's similarity.
+    let engine = neuralcore_engine::Engine::open(&tmp.path().join("scratch"), {
+        let mut c = Config::default();
+        c.embedding.model_dir = neuralcore_models::testing::model_cache()
+            .display()
+            .to_string();
+        c
+    })
+    .unwrap();
+    let cos = |a: &str, b: &str| {
+        let (x, y) = (
+            engine.query_vector(a).unwrap(),
+            engine.query_vector(b).unwrap(),
+        );
+        x.iter().zip(&y).map(|(p, q)| p * q).sum::<f32>()
+    };
+    let sim = cos(q, "What is the cause of the tides?");
+    let other = "When do the tides happen?";
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    config.cache.answer = true;
+    config.cache.answer_paraphrase = sim - 0.001;
+    assert!(cos(q, other) >= 0.0);
+    let app = App::open(
+        &tmp.path().join("data2"),
+        config,
+        neuralcore_app::OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    app.ingest(&t, std::slice::from_ref(&src), "docs", &mut ())
+        .unwrap();
+    let first = app.ask(&t, "e1", q, &opts("docs"), false).unwrap();
+    let para = app
+        .ask(
+            &t,
+            "e2",
+            "What is the cause of the tides?",
+            &opts("docs"),
+            false,
+        )
+        .unwrap();
+    let c = para.cached.clone().expect("served for the paraphrase");
+    assert_eq!(c.paraphrase_of.as_deref(), Some(q));
+    assert!(c.similarity.unwrap() >= sim - 0.001);
+    assert_eq!(para.answer, first.answer);
+    // Another question word: asked afresh, however close.
+    assert!(app
+        .ask(&t, "e3", other, &opts("docs"), false)
+        .unwrap()
+        .cached
+        .is_none());
+    // A change to the document: neither wording is served.
+    std::fs::write(src.join("tides.md"), TIDES2).unwrap();
+    app.ingest(&t, std::slice::from_ref(&src), "docs", &mut ())
+        .unwrap();
+    assert!(app
+        .ask(
+            &t,
+            "e4",
+            "What is the cause of the tides?",
+            &opts("docs"),
+            false
+        )
+        .unwrap()
+        .cached
+        .is_none());
+}

@@ -87,6 +87,38 @@ pub fn op_tag(op: Op) -> String {
     format!("op:{}", op.name())
 }
 
+thread_local! {
+    /// Hits served on this thread, per operation (see [`Served`]).
+    static SERVED: std::cell::Cell<[u64; Op::ALL.len()]> =
+        const { std::cell::Cell::new([0; Op::ALL.len()]) };
+}
+
+/// Hits the cache served on this thread so far, per operation. Take one before a piece
+/// of work and call [`Served::since`] after it to learn what that work got from the
+/// cache (the loop's stages run on one thread: each stage's trace says so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served([u64; Op::ALL.len()]);
+
+impl Served {
+    /// The counts now.
+    pub fn now() -> Served {
+        Served(SERVED.with(std::cell::Cell::get))
+    }
+
+    /// Hits served on this thread since `self` was taken, by operation name; operations
+    /// without one are left out.
+    pub fn since(&self) -> std::collections::BTreeMap<String, u64> {
+        let now = Served::now();
+        Op::ALL
+            .iter()
+            .filter_map(|op| {
+                let n = now.0[op.index()].saturating_sub(self.0[op.index()]);
+                (n > 0).then(|| (op.name().to_string(), n))
+            })
+            .collect()
+    }
+}
+
 /// A cached value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cached {
@@ -289,6 +321,11 @@ impl Cache {
                     hot.call(|t| t.put(&sk, bytes.clone(), left, &opened.tags));
                 }
             }
+            SERVED.with(|s| {
+                let mut n = s.get();
+                n[key.op().index()] += 1;
+                s.set(n);
+            });
             return Some(found);
         }
         c.misses.fetch_add(1, Ordering::Relaxed);

@@ -1526,15 +1526,20 @@ fn tenants(g: &Global, what: TenantsCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The configuration an evaluation runs with: no cold tier and no cached searches or
-/// answers, so its latencies measure the work, never entries an earlier run left in
-/// `cache.redb`; query embeddings stay cached in the process (as the engine always did:
-/// one ask embeds the same sub-query more than once).
+/// The configuration an evaluation runs with: no cold tier and no cached searches,
+/// scores, completions, web pages or answers, so its latencies measure
+/// the work, never entries an earlier run left in `cache.redb`; query embeddings stay
+/// cached in the process (as the engine always did: one ask embeds the same sub-query
+/// more than once).
 fn eval_config(g: &Global) -> Result<Config> {
     let mut c = load_config(g)?;
     c.cache.hot = neuralcore_engine::HotTierKind::Memory;
     c.cache.cold = neuralcore_engine::ColdTierKind::Off;
     c.cache.search = false;
+    c.cache.rerank = false;
+    c.cache.grade = false;
+    c.cache.llm = false;
+    c.cache.web = false;
     c.cache.answer = false;
     Ok(c)
 }

@@ -18,7 +18,7 @@ use crate::{Engine, EngineError};
 
 /// The tenant part of a stored collection name (`acme~docs` → `acme`; `docs` →
 /// `default`).
-pub(crate) fn tenant_of(stored: &str) -> &str {
+pub fn tenant_of(stored: &str) -> &str {
     stored
         .split_once(neuralcore_core::TENANT_SEP)
         .map_or(DEFAULT_TENANT, |(t, _)| t)
@@ -199,6 +199,71 @@ impl Engine {
             );
         }
         Ok(ranked)
+    }
+}
+
+impl Engine {
+    /// `scorer`'s scores of `passages` against `query` (a reranker: `op` is
+    /// [`Op::Rerank`]; an evaluator's model: [`Op::Grade`]), each cached per (tenant,
+    /// settings, model, query, passage text) when `[cache]` turns that operation on. Only
+    /// the misses are scored, in one batch.
+    pub fn scores_cached(
+        &self,
+        op: Op,
+        tenant: &str,
+        scorer: &dyn neuralcore_core::Reranker,
+        query: &str,
+        passages: &[&str],
+    ) -> Result<Vec<f32>, neuralcore_core::ModelError> {
+        let (on, ttl_s) = match op {
+            Op::Rerank => (self.config.cache.rerank, self.config.cache.rerank_ttl_s),
+            Op::Grade => (self.config.cache.grade, self.config.cache.grade_ttl_s),
+            _ => (false, 0),
+        };
+        if !(on && self.cache.is_on()) || passages.is_empty() {
+            return scorer.score(query, passages);
+        }
+        let keys: Vec<_> = passages
+            .iter()
+            .map(|p| {
+                KeyBuilder::new(tenant, op)
+                    .str(&self.fingerprint)
+                    .str(scorer.model_id())
+                    .str(query)
+                    .str(p)
+                    .finish()
+            })
+            .collect();
+        let mut scores: Vec<Option<f32>> = keys
+            .iter()
+            .map(|k| {
+                self.cache
+                    .get(k)
+                    .and_then(|hit| f32s(&hit.value, 1))
+                    .map(|v| v[0])
+            })
+            .collect();
+        let missing: Vec<usize> = (0..passages.len())
+            .filter(|&i| scores[i].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.iter().map(|&i| passages[i]).collect();
+            let fresh = scorer.score(query, &batch)?;
+            if fresh.len() != batch.len() {
+                return Err(neuralcore_core::ModelError::Inference(format!(
+                    "{} scores for {} passages",
+                    fresh.len(),
+                    batch.len()
+                )));
+            }
+            let tags = [tenant_tag(tenant)];
+            for (&i, v) in missing.iter().zip(fresh) {
+                self.cache
+                    .put(&keys[i], &v.to_le_bytes(), ttl(ttl_s), &tags);
+                scores[i] = Some(v);
+            }
+        }
+        Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect())
     }
 }
 

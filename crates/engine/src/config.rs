@@ -109,12 +109,40 @@ pub struct CacheSettings {
     pub search: bool,
     /// Their time to live, seconds (0: until evicted).
     pub search_ttl_s: u64,
+    /// Cache the reranker's scores per (model, query, passage text).
+    pub rerank: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub rerank_ttl_s: u64,
+    /// Cache the evaluator's model scores per (model, query, passage text).
+    pub grade: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub grade_ttl_s: u64,
+    /// Cache LLM completions per (endpoint, model, messages, parameters), per tenant.
+    /// Only requests at temperature 0, unless `llm_sampled`.
+    pub llm: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub llm_ttl_s: u64,
+    /// Cache completions sampled at a temperature above 0 too (a repeat then returns
+    /// the first sample).
+    pub llm_sampled: bool,
+    /// Cache web search results and fetched pages.
+    pub web: bool,
+    /// Their time to live, seconds (0: until evicted); a page's `Cache-Control` can
+    /// only shorten it (`no-store`, `no-cache`, `private`: not cached).
+    pub web_ttl_s: u64,
     /// Cache answer reports (valid only while every collection they drew on is
     /// unchanged). Off by default: an answer also depends on things outside the
     /// documents (an LLM's sampling, agents edited on disk, the live web).
     pub answer: bool,
     /// Their time to live, seconds (0: until evicted).
     pub answer_ttl_s: u64,
+    /// Also serve a cached answer for another wording of its question when the two
+    /// questions' embeddings have at least this cosine similarity and agree on question
+    /// word, numbers, negation and ordinals (0: off; rewordings that differ only in case,
+    /// punctuation, articles and contractions always share an answer). Off by default:
+    /// on SQuAD 2.0 no threshold below 1.0 kept questions with different answers apart
+    /// (`nc-bench paraphrase`, bench/README.md).
+    pub answer_paraphrase: f32,
 }
 
 impl Default for CacheSettings {
@@ -133,8 +161,18 @@ impl Default for CacheSettings {
             query_embedding_ttl_s: 0,
             search: true,
             search_ttl_s: 86_400,
+            rerank: true,
+            rerank_ttl_s: 0,
+            grade: true,
+            grade_ttl_s: 0,
+            llm: true,
+            llm_ttl_s: 86_400,
+            llm_sampled: false,
+            web: true,
+            web_ttl_s: 3_600,
             answer: false,
             answer_ttl_s: 86_400,
+            answer_paraphrase: 0.0,
         }
     }
 }
@@ -979,10 +1017,30 @@ query_embedding = true
 query_embedding_ttl_s = 0
 search = true
 search_ttl_s = 86400
+# Reranker and evaluator scores per (model, query, passage text).
+rerank = true
+rerank_ttl_s = 0
+grade = true
+grade_ttl_s = 0
+# LLM completions per tenant, (endpoint, model, messages, parameters); only those at
+# temperature 0 unless llm_sampled (a repeat would then return the first sample).
+llm = true
+llm_ttl_s = 86400
+llm_sampled = false
+# Web search results and fetched pages; a page's Cache-Control can only shorten web_ttl_s
+# (no-store, no-cache, private: not cached).
+web = true
+web_ttl_s = 3600
 # Whole answer reports, valid while every collection they drew on is unchanged. Off by
 # default: an answer also depends on an LLM's sampling, agents on disk and the web.
 answer = false
 answer_ttl_s = 86400
+# Rewordings that differ only in case, punctuation, articles and contractions share an
+# answer. Also serve other wordings whose embeddings are at least this similar (cosine)
+# and agree on question word, numbers, negation and ordinals (0: off). Off by default: on
+# SQuAD 2.0 no threshold below 1.0 kept questions with different answers apart
+# (`nc-bench paraphrase`).
+answer_paraphrase = 0.0
 "#;
 
 const SECTIONS: &[&str] = &[

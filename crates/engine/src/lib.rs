@@ -17,7 +17,7 @@ mod ingest;
 mod search;
 mod vectors;
 
-pub use cached::open_cache;
+pub use cached::{open_cache, tenant_of};
 pub use config::{
     AgentsConfig, CacheSettings, ColdTierKind, Config, EmbeddingConfig, Fusion, GradeConfig,
     HotTierKind, IngestConfig, KeywordConfig, LoopConfig, MemoryBackendKind, MemorySettings,
@@ -25,6 +25,7 @@ pub use config::{
 };
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
+pub use neuralcore_cache::{Op as CacheOp, Served as CacheServed};
 pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
 pub use vectors::{embed_text, TRAINED_EVALUATOR};
 

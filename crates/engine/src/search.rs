@@ -233,8 +233,14 @@ impl Engine {
             ));
         }
         let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
-        let scores = reranker
-            .score(query, &refs)
+        let scores = self
+            .scores_cached(
+                neuralcore_cache::Op::Rerank,
+                crate::cached::tenant_of(collection),
+                reranker.as_ref(),
+                query,
+                &refs,
+            )
             .map_err(|e| EngineError::Model(e.to_string()))?;
         for (h, s) in hits[..n].iter_mut().zip(scores) {
             h.score = s;

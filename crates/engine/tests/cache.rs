@@ -251,3 +251,100 @@ fn randomized_changes_and_searches_never_see_a_stale_result() {
     assert!(compared > 100, "{compared}");
     assert!(hot > 20 && misses > 20, "hits {hot}, misses {misses}");
 }
+
+/// A scorer that counts the passages it is asked to score (word overlap; the cache in
+/// front of it is what is tested, the model behind the seam does not matter).
+struct CountingScorer {
+    id: &'static str,
+    scored: std::sync::atomic::AtomicUsize,
+}
+
+impl neuralcore_core::Reranker for CountingScorer {
+    fn model_id(&self) -> &str {
+        self.id
+    }
+
+    fn score(
+        &self,
+        query: &str,
+        passages: &[&str],
+    ) -> Result<Vec<f32>, neuralcore_core::ModelError> {
+        self.scored
+            .fetch_add(passages.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(passages
+            .iter()
+            .map(|p| {
+                let words = query.split_whitespace().filter(|w| p.contains(w)).count();
+                words as f32 / (1 + query.split_whitespace().count()) as f32
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn scores_are_cached_per_tenant_model_query_and_passage_in_front_of_a_counting_scorer() {
+    use neuralcore_engine::CacheOp;
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::open(&tmp.path().join("data"), config()).unwrap();
+    let scorer = CountingScorer {
+        id: "counting-a",
+        scored: Default::default(),
+    };
+    let passages = ["cats purr at night", "dogs bark", "cats hunt mice"];
+    let first = e
+        .scores_cached(CacheOp::Rerank, "acme", &scorer, "cats night", &passages)
+        .unwrap();
+    assert_eq!(scorer.scored.load(Ordering::SeqCst), 3);
+    let served = neuralcore_engine::CacheServed::now();
+    let again = e
+        .scores_cached(CacheOp::Rerank, "acme", &scorer, "cats night", &passages)
+        .unwrap();
+    assert_eq!(again, first, "cached scores are the scores");
+    assert_eq!(scorer.scored.load(Ordering::SeqCst), 3, "nothing rescored");
+    assert_eq!(served.since().get("rerank"), Some(&3));
+    // Only the new passage is scored, in order with the kept ones.
+    let more = e
+        .scores_cached(
+            CacheOp::Rerank,
+            "acme",
+            &scorer,
+            "cats night",
+            &["dogs bark", "night owls", "cats purr at night"],
+        )
+        .unwrap();
+    assert_eq!(scorer.scored.load(Ordering::SeqCst), 4);
+    assert_eq!((more[0], more[2]), (first[1], first[0]));
+    // Another tenant, query, operation or model: scored again.
+    for (op, tenant, query) in [
+        (CacheOp::Rerank, "globex", "cats night"),
+        (CacheOp::Rerank, "acme", "cats"),
+        (CacheOp::Grade, "acme", "cats night"),
+    ] {
+        let before = scorer.scored.load(Ordering::SeqCst);
+        e.scores_cached(op, tenant, &scorer, query, &passages[..1])
+            .unwrap();
+        assert_eq!(
+            scorer.scored.load(Ordering::SeqCst),
+            before + 1,
+            "{op} {tenant} {query}"
+        );
+    }
+    let other = CountingScorer {
+        id: "counting-b",
+        scored: Default::default(),
+    };
+    e.scores_cached(CacheOp::Rerank, "acme", &other, "cats night", &passages)
+        .unwrap();
+    assert_eq!(other.scored.load(Ordering::SeqCst), 3);
+
+    // Switched off: every call scores.
+    let mut c = config();
+    c.cache.rerank = false;
+    let off = Engine::open(&tmp.path().join("off"), c).unwrap();
+    for _ in 0..2 {
+        off.scores_cached(CacheOp::Rerank, "acme", &other, "cats night", &passages)
+            .unwrap();
+    }
+    assert_eq!(other.scored.load(Ordering::SeqCst), 9);
+}

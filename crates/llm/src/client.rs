@@ -5,6 +5,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ureq::http::{HeaderMap, HeaderValue, Uri};
@@ -34,6 +35,23 @@ pub struct LlmClient {
     /// `Bearer <key>`, when there is a key.
     auth: Option<HeaderValue>,
     agent: ureq::Agent,
+    /// Where completions are cached ([`LlmClient::with_cache`]).
+    cache: Option<Arc<dyn CompletionCache>>,
+    /// Cache completions sampled at a temperature above 0 too.
+    cache_sampled: bool,
+    /// The partition completions are cached in ([`LlmClient::scoped`]); none: not cached.
+    scope: Option<String>,
+}
+
+/// A store of completions for [`LlmClient::with_cache`]: what the client asked (the
+/// request body it sends, streaming turned off, and the endpoint) maps to what it got.
+/// `scope` partitions entries (one tenant's never serve another); a store must keep the
+/// partitions apart. Failures are the store's to absorb: a `get` that fails is a miss.
+pub trait CompletionCache: Send + Sync {
+    /// The response stored for `request` in `scope`, if any.
+    fn get(&self, scope: &str, request: &[u8]) -> Option<Vec<u8>>;
+    /// Store `response` for `request` in `scope`.
+    fn put(&self, scope: &str, request: &[u8], response: &[u8]);
 }
 
 /// Why one attempt failed, and what the server said about waiting.
@@ -109,7 +127,43 @@ impl LlmClient {
             endpoint,
             auth,
             cfg,
+            cache: None,
+            cache_sampled: false,
+            scope: None,
         })
+    }
+
+    /// The same client, caching completions in `cache`: requests at temperature 0 (and,
+    /// when `sampled`, any temperature) of a [scoped](Self::scoped) client are answered
+    /// from it when it holds the same request, and stored in it when it does not. A
+    /// cached response says so (`cached`).
+    pub fn with_cache(mut self, cache: Arc<dyn CompletionCache>, sampled: bool) -> Self {
+        self.cache = Some(cache);
+        self.cache_sampled = sampled;
+        self
+    }
+
+    /// A copy whose completions are cached under `scope` (a tenant): only scoped clients
+    /// use the cache, so no call shares entries with another scope's by accident.
+    pub fn scoped(&self, scope: &str) -> Self {
+        Self {
+            scope: Some(scope.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// The cache, the scope and the request's cache key, when this request is cached.
+    fn cache_for(&self, req: &ChatRequest) -> Option<(&dyn CompletionCache, &str, Vec<u8>)> {
+        let cache = self.cache.as_deref()?;
+        let scope = self.scope.as_deref()?;
+        let temperature = req.temperature.unwrap_or(self.cfg.temperature);
+        if temperature != 0.0 && !self.cache_sampled {
+            return None;
+        }
+        let mut key = self.endpoint.as_bytes().to_vec();
+        key.push(0);
+        key.extend(wire::request_body(&self.cfg, req, false));
+        Some((cache, scope, key))
     }
 
     /// The configuration this client was built from.
@@ -174,6 +228,26 @@ impl LlmClient {
         on_delta: &mut dyn FnMut(&str),
     ) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
+        let cached = self.cache_for(req);
+        if let Some((cache, scope, key)) = &cached {
+            if let Some(mut r) = cache
+                .get(scope, key)
+                .and_then(|b| serde_json::from_slice::<ChatResponse>(&b).ok())
+            {
+                r.cached = true;
+                r.attempts = 0;
+                r.latency_ms = ms(started.elapsed());
+                r.ttft_ms = None;
+                r.usage = Usage::default();
+                r.usage_estimated = false;
+                r.cost_usd = r.cost_usd.map(|_| 0.0);
+                tracing::debug!(endpoint = %self.endpoint, "llm completion from cache");
+                if !r.text.is_empty() {
+                    on_delta(&r.text);
+                }
+                return Ok(r);
+            }
+        }
         let body = wire::request_body(&self.cfg, req, stream);
         let max_attempts = self.cfg.max_retries.saturating_add(1);
         let mut attempt = 0u32;
@@ -185,7 +259,15 @@ impl LlmClient {
             let mut delivered = false;
             tracing::debug!(attempt, stream, endpoint = %self.endpoint, "llm request");
             let failure = match self.attempt(&body, stream, cancel, on_delta, &mut delivered) {
-                Ok(out) => return Ok(self.finish(req, out, attempt, started)),
+                Ok(out) => {
+                    let r = self.finish(req, out, attempt, started);
+                    if let Some((cache, scope, key)) = &cached {
+                        if let Ok(bytes) = serde_json::to_vec(&r) {
+                            cache.put(scope, key, &bytes);
+                        }
+                    }
+                    return Ok(r);
+                }
                 Err(f) => f,
             };
             let err = failure.err;
@@ -398,6 +480,7 @@ impl LlmClient {
             cost_usd: self
                 .cfg
                 .cost_usd(usage.prompt_tokens, usage.completion_tokens),
+            cached: false,
         }
     }
 
@@ -454,6 +537,8 @@ impl fmt::Debug for LlmClient {
             .field("endpoint", &self.endpoint)
             .field("has_api_key", &self.auth.is_some())
             .field("cfg", &self.cfg)
+            .field("cached", &self.cache.is_some())
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }

@@ -75,7 +75,7 @@ mod sse;
 mod types;
 mod wire;
 
-pub use client::{LlmClient, MAX_BODY_BYTES};
+pub use client::{CompletionCache, LlmClient, MAX_BODY_BYTES};
 pub use config::LlmConfig;
 pub use error::LlmError;
 pub use types::{ChatMessage, ChatRequest, ChatResponse, Role, Usage};

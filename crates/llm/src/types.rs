@@ -109,7 +109,7 @@ impl Usage {
 }
 
 /// A completed chat request.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     /// The generated text (for a stream: all deltas concatenated).
     pub text: String,
@@ -131,4 +131,9 @@ pub struct ChatResponse {
     pub ttft_ms: Option<f64>,
     /// Cost in USD from the config's prices, `None` when unpriced.
     pub cost_usd: Option<f64>,
+    /// True when the completion came from the client's completion cache
+    /// ([`LlmClient::with_cache`](crate::LlmClient::with_cache)): no request was sent,
+    /// `attempts` is 0 and nothing was spent (`usage` is zero, `cost_usd` 0 when priced).
+    #[serde(default)]
+    pub cached: bool,
 }

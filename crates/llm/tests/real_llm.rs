@@ -94,3 +94,76 @@ fn real_llm_streams_deltas() {
     assert!(r.usage.completion_tokens > 0);
     assert!(r.ttft_ms.is_some());
 }
+
+/// A store for the completion-cache seam: a map (the engine's operation cache sits
+/// behind it in the app, and its own tests cover it).
+#[derive(Default)]
+struct MapCache(std::sync::Mutex<Entries>);
+
+/// What [`MapCache`] holds: (scope, request) → response.
+type Entries = std::collections::HashMap<(String, Vec<u8>), Vec<u8>>;
+
+impl neuralcore_llm::CompletionCache for MapCache {
+    fn get(&self, scope: &str, request: &[u8]) -> Option<Vec<u8>> {
+        let m = self.0.lock().unwrap();
+        m.get(&(scope.to_owned(), request.to_vec())).cloned()
+    }
+
+    fn put(&self, scope: &str, request: &[u8], response: &[u8]) {
+        let mut m = self.0.lock().unwrap();
+        m.insert((scope.to_owned(), request.to_vec()), response.to_vec());
+    }
+}
+
+#[test]
+fn real_llm_completions_are_cached_per_scope_at_temperature_zero_only() {
+    let Some(client) = real_client("real_llm_completions_are_cached_per_scope") else {
+        return;
+    };
+    let store = std::sync::Arc::new(MapCache::default());
+    let client = client.with_cache(store.clone(), false);
+    let q = capital_question().with_temperature(0.0);
+
+    // Unscoped: never cached.
+    let r = client.chat(&q).unwrap();
+    assert!(!r.cached && r.attempts == 1);
+    assert!(store.0.lock().unwrap().is_empty());
+
+    let acme = client.scoped("acme");
+    let first = acme.chat(&q).unwrap();
+    assert!(!first.cached && first.attempts == 1);
+    let second = acme.chat(&q).unwrap();
+    assert!(second.cached, "{second:?}");
+    assert_eq!(second.attempts, 0);
+    assert_eq!(second.text, first.text);
+    assert_eq!(
+        second.usage.total(),
+        0,
+        "a cached completion spends nothing"
+    );
+    eprintln!(
+        "cold {:.1} ms, cached {:.3} ms",
+        first.latency_ms, second.latency_ms
+    );
+
+    // Streaming from the cache: the whole text as one delta.
+    let mut deltas = Vec::new();
+    let streamed = acme
+        .chat_stream(&q, &mut |d| deltas.push(d.to_owned()))
+        .unwrap();
+    assert!(streamed.cached);
+    assert_eq!(deltas.concat(), first.text);
+
+    // Another scope, another request (other messages or options), or sampling: sent.
+    assert!(!client.scoped("globex").chat(&q).unwrap().cached);
+    assert!(!acme.chat(&q.clone().with_max_tokens(7)).unwrap().cached);
+    let sampled = q.clone().with_temperature(0.7);
+    acme.chat(&sampled).unwrap();
+    assert!(!acme.chat(&sampled).unwrap().cached);
+
+    // A damaged entry is a miss.
+    for v in store.0.lock().unwrap().values_mut() {
+        v.truncate(5);
+    }
+    assert!(!acme.chat(&q).unwrap().cached);
+}

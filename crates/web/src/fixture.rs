@@ -75,6 +75,8 @@ pub struct Reply {
     pub delay: Duration,
     /// Send these bytes instead of a well-formed response (for hostile-server tests).
     pub raw: Option<Vec<u8>>,
+    /// More headers (name, value).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -86,6 +88,7 @@ impl Reply {
             body: body.into(),
             delay: Duration::ZERO,
             raw: None,
+            headers: Vec::new(),
         }
     }
 
@@ -123,6 +126,12 @@ impl Reply {
     /// The same reply, sent after `delay`.
     pub fn delayed(self, delay: Duration) -> Self {
         Reply { delay, ..self }
+    }
+
+    /// The same reply with one more header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
     }
 }
 
@@ -242,6 +251,9 @@ fn serve(
     );
     if !reply.content_type.is_empty() {
         out.push_str(&format!("Content-Type: {}\r\n", reply.content_type));
+    }
+    for (name, value) in &reply.headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
     }
     out.push_str("\r\n");
     stream.write_all(out.as_bytes())?;

@@ -139,6 +139,41 @@ fn refused(io: &std::io::Error) -> Option<&crate::guard::RefusedAddress> {
 }
 
 /// The media type (lowercase, without parameters) and charset of a response, if given.
+/// How long a shared cache may keep a response, from its `Cache-Control` header:
+/// `Some(None)` with no header or no lifetime in it (the cache's own TTL applies),
+/// `Some(Some(d))` for `s-maxage` (else `max-age`), and `None` when it must not be kept
+/// (`no-store`, `no-cache`, `private`, or a lifetime of 0). `Expires` is not read.
+pub(crate) fn cache_lifetime(
+    resp: &ureq::http::Response<ureq::Body>,
+) -> Option<Option<std::time::Duration>> {
+    let mut max_age = None;
+    let mut s_maxage = None;
+    for value in resp
+        .headers()
+        .get_all(ureq::http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+    {
+        for directive in value.split(',') {
+            let (name, arg) = match directive.split_once('=') {
+                Some((n, a)) => (n.trim(), Some(a.trim().trim_matches('"'))),
+                None => (directive.trim(), None),
+            };
+            match name.to_ascii_lowercase().as_str() {
+                "no-store" | "no-cache" | "private" => return None,
+                "max-age" => max_age = arg.and_then(|a| a.parse::<u64>().ok()),
+                "s-maxage" => s_maxage = arg.and_then(|a| a.parse::<u64>().ok()),
+                _ => {}
+            }
+        }
+    }
+    match s_maxage.or(max_age) {
+        Some(0) => None,
+        Some(s) => Some(Some(std::time::Duration::from_secs(s))),
+        None => Some(None),
+    }
+}
+
 pub(crate) fn content_type(
     resp: &ureq::http::Response<ureq::Body>,
 ) -> (Option<String>, Option<String>) {

@@ -71,6 +71,6 @@ mod search;
 pub use config::WebConfig;
 pub use error::WebError;
 pub use guard::{refused_range, Allowed};
-pub use pages::{Page, PageFetcher};
+pub use pages::{Page, PageFetcher, WebCache};
 pub use passages::passages;
 pub use search::{WebResult, WebSearch};

@@ -1,13 +1,17 @@
 //! [`PageFetcher`]: one web page fetched, guarded against the server's own network, and
 //! cleaned into text.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use ureq::unversioned::transport::DefaultConnector;
 use ureq::ResponseExt;
 
 use crate::guard::{Allowed, GuardedResolver};
-use crate::http::{check_http_url, classify, content_type, decode, http_error, read_capped};
+use crate::http::{
+    cache_lifetime, check_http_url, classify, content_type, decode, http_error, read_capped,
+};
 use crate::{WebConfig, WebError};
 
 /// Redirects followed per request.
@@ -16,7 +20,7 @@ pub(crate) const MAX_REDIRECTS: u32 = 5;
 const PAGE_ACCEPT: &str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1";
 
 /// A fetched page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
     /// Where the page was read, after redirects.
     pub url: String,
@@ -34,10 +38,37 @@ pub struct Page {
 /// fails with [`WebError::Refused`] before anything is sent (see [`crate::refused_range`]).
 /// With the guard on, pages are fetched directly, never through a proxy from
 /// `HTTP(S)_PROXY`: a proxy would resolve names where the guard cannot see them.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PageFetcher {
     agent: ureq::Agent,
     max_bytes: usize,
+    /// Where fetched pages and search results are kept, and the partition
+    /// ([`WebSearch::scoped`](crate::WebSearch::scoped)): none, not kept.
+    pub(crate) cache: Option<Arc<dyn WebCache>>,
+    pub(crate) scope: Option<String>,
+}
+
+impl std::fmt::Debug for PageFetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageFetcher")
+            .field("max_bytes", &self.max_bytes)
+            .field("cached", &self.cache.is_some())
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A store of fetched pages and search results for
+/// [`WebSearch::with_cache`](crate::WebSearch::with_cache): `key` names what was asked
+/// (`page <url>`, `search <url>`), `scope` partitions entries (one tenant's never serve
+/// another); a store must keep the partitions apart. `ttl` is the lifetime the page's
+/// `Cache-Control` allows (`None`: it sets none, the store's own applies). Failures are
+/// the store's to absorb: a `get` that fails is a miss.
+pub trait WebCache: Send + Sync {
+    /// The value stored for `key` in `scope`, if any.
+    fn get(&self, scope: &str, key: &str) -> Option<Vec<u8>>;
+    /// Store `value` for `key` in `scope`, for at most `ttl`.
+    fn put(&self, scope: &str, key: &str, value: &[u8], ttl: Option<Duration>);
 }
 
 enum Kind {
@@ -73,7 +104,30 @@ impl PageFetcher {
         Ok(PageFetcher {
             agent,
             max_bytes: cfg.max_page_bytes,
+            cache: None,
+            scope: None,
         })
+    }
+
+    /// [`PageFetcher::fetch`] through the cache of a scoped fetcher: a page kept and not
+    /// expired is returned without a request; a fetched page is kept for as long as its
+    /// `Cache-Control` allows (never with `no-store`, `no-cache` or `private`).
+    pub(crate) fn fetch_cached(&self, url: &str) -> Result<Page, WebError> {
+        let (Some(cache), Some(scope)) = (self.cache.as_deref(), self.scope.as_deref()) else {
+            return self.fetch(url);
+        };
+        let key = format!("page {url}");
+        if let Some(page) = cache
+            .get(scope, &key)
+            .and_then(|b| serde_json::from_slice::<Page>(&b).ok())
+        {
+            return Ok(page);
+        }
+        let (page, lifetime) = self.fetch_with_lifetime(url)?;
+        if let (Some(ttl), Ok(bytes)) = (lifetime, serde_json::to_vec(&page)) {
+            cache.put(scope, &key, &bytes, ttl);
+        }
+        Ok(page)
     }
 
     /// Fetch one page and clean it. HTML (`text/html`, `application/xhtml+xml`) is
@@ -85,6 +139,12 @@ impl PageFetcher {
     /// with credentials (`user:password@`) is refused, so none ends up in a document's
     /// metadata or a log.
     pub fn fetch(&self, url: &str) -> Result<Page, WebError> {
+        self.fetch_with_lifetime(url).map(|(page, _)| page)
+    }
+
+    /// [`PageFetcher::fetch`], and how long a cache may keep the page (see
+    /// [`cache_lifetime`]).
+    fn fetch_with_lifetime(&self, url: &str) -> Result<(Page, Option<Option<Duration>>), WebError> {
         let target = check_http_url(url)?;
         if has_userinfo(&target) {
             return Err(WebError::InvalidUrl {
@@ -102,6 +162,7 @@ impl PageFetcher {
             return Err(http_error(resp, url));
         }
         let final_url = resp.get_uri().to_string();
+        let lifetime = cache_lifetime(&resp);
         let (mime, charset) = content_type(&resp);
         let kind = match mime.as_deref() {
             Some("text/html" | "application/xhtml+xml") => Kind::Html,
@@ -137,11 +198,14 @@ impl PageFetcher {
             }
             (String::new(), trimmed.to_owned())
         };
-        Ok(Page {
-            url: final_url,
-            title,
-            text,
-        })
+        Ok((
+            Page {
+                url: final_url,
+                title,
+                text,
+            },
+            lifetime,
+        ))
     }
 }
 

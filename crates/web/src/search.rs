@@ -2,13 +2,14 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::http::{check_http_url, classify, encode_component, http_error, read_capped};
-use crate::pages::{Page, PageFetcher, MAX_REDIRECTS};
+use crate::pages::{Page, PageFetcher, WebCache, MAX_REDIRECTS};
 use crate::{WebConfig, WebError};
 
 /// Pages fetched at the same time during one search.
@@ -99,6 +100,28 @@ impl WebSearch {
         &self.cfg
     }
 
+    /// The same client, keeping search results and fetched pages in `cache` when
+    /// [scoped](Self::scoped): a repeated search is answered without asking SearxNG, a
+    /// kept page without fetching it (pages for as long as their `Cache-Control`
+    /// allows).
+    pub fn with_cache(mut self, cache: Arc<dyn WebCache>) -> Self {
+        self.pages.cache = Some(cache);
+        self
+    }
+
+    /// A copy whose results and pages are cached under `scope` (a tenant): only scoped
+    /// clients use the cache.
+    pub fn scoped(&self, scope: &str) -> Self {
+        let mut s = self.clone();
+        s.pages.scope = Some(scope.to_owned());
+        s
+    }
+
+    /// The cache and scope, when this client caches.
+    fn cache(&self) -> Option<(&dyn WebCache, &str)> {
+        Some((self.pages.cache.as_deref()?, self.pages.scope.as_deref()?))
+    }
+
     /// The URL [`WebSearch::search`] requests for `query`.
     pub fn search_url(&self, query: &str) -> String {
         let mut url = format!(
@@ -128,10 +151,39 @@ impl WebSearch {
         }
         let started = Instant::now();
         let url = self.search_url(query);
+        // SearxNG's results are kept before their pages are fetched: each page is kept
+        // on its own, for as long as its own Cache-Control allows.
+        let key = format!("search {} {url}", self.cfg.max_results);
+        let kept = self.cache().and_then(|(c, scope)| {
+            serde_json::from_slice::<Vec<WebResult>>(&c.get(scope, &key)?).ok()
+        });
+        let mut results = match kept {
+            Some(r) => r,
+            None => {
+                let r = self.ask_searxng(&url)?;
+                if let (Some((c, scope)), Ok(bytes)) = (self.cache(), serde_json::to_vec(&r)) {
+                    c.put(scope, &key, &bytes, None);
+                }
+                r
+            }
+        };
+        if self.cfg.fetch_pages {
+            self.fetch_all(&mut results);
+        }
+        tracing::debug!(
+            results = results.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "web search done"
+        );
+        Ok(results)
+    }
+
+    /// SearxNG's results for the search URL `url`, at most `max_results`.
+    fn ask_searxng(&self, url: &str) -> Result<Vec<WebResult>, WebError> {
         let what = format!("SearxNG search at {}", self.base);
         let resp = self
             .agent
-            .get(&url)
+            .get(url)
             .header("Accept", "application/json")
             .call()
             .map_err(|e| classify(e, &what))?;
@@ -163,14 +215,6 @@ impl WebSearch {
                 tracing::warn!(%engines, "SearxNG returned no results; unresponsive engines");
             }
         }
-        if self.cfg.fetch_pages {
-            self.fetch_all(&mut results);
-        }
-        tracing::debug!(
-            results = results.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "web search done"
-        );
         Ok(results)
     }
 
@@ -178,7 +222,7 @@ impl WebSearch {
     /// text; see [`PageFetcher::fetch`], whose guard against addresses on the server's
     /// own network applies.
     pub fn fetch(&self, url: &str) -> Result<(String, String), WebError> {
-        self.pages.fetch(url).map(|p| (p.title, p.text))
+        self.pages.fetch_cached(url).map(|p| (p.title, p.text))
     }
 
     /// Fetch the pages of `results` that have a URL, up to [`MAX_PARALLEL_FETCHES`] at a
@@ -205,7 +249,7 @@ impl WebSearch {
                             let Some((index, url)) = todo.get(n) else {
                                 break;
                             };
-                            out.push((*index, self.pages.fetch(url)));
+                            out.push((*index, self.pages.fetch_cached(url)));
                         }
                         out
                     })

@@ -470,3 +470,106 @@ fn fixture_empty_query_sends_nothing() {
     assert!(web(&server, |_| {}).search("  \n").unwrap().is_empty());
     assert!(server.requests().is_empty());
 }
+
+/// What [`MapCache`] holds: (scope, key) → (value, TTL).
+type Entries = std::collections::HashMap<(String, String), (Vec<u8>, Option<Duration>)>;
+
+/// A store for the cache seam: a map (the engine's operation cache sits behind this seam
+/// in the app; its own tests cover it), recording each put's TTL.
+#[derive(Default)]
+struct MapCache(std::sync::Mutex<Entries>);
+
+impl neuralcore_web::WebCache for MapCache {
+    fn get(&self, scope: &str, key: &str) -> Option<Vec<u8>> {
+        let m = self.0.lock().unwrap();
+        m.get(&(scope.to_owned(), key.to_owned()))
+            .map(|(v, _)| v.clone())
+    }
+
+    fn put(&self, scope: &str, key: &str, value: &[u8], ttl: Option<Duration>) {
+        let mut m = self.0.lock().unwrap();
+        m.insert((scope.to_owned(), key.to_owned()), (value.to_vec(), ttl));
+    }
+}
+
+#[test]
+fn fixture_server_cached_search_and_pages_respect_cache_control_and_scopes() {
+    let server = site(
+        &[
+            ("/fresh", "Fresh", "Kept for a minute."),
+            ("/nostore", "No store", "Never kept."),
+            ("/private", "Private", "Never kept by a shared cache."),
+            ("/plain", "Plain", "No Cache-Control."),
+        ],
+        |path| match path {
+            "/fresh" => Some(
+                Reply::text("Fresh page text.")
+                    .with_header("Cache-Control", "public, max-age=600, s-maxage=60"),
+            ),
+            "/nostore" => {
+                Some(Reply::text("No-store page text.").with_header("Cache-Control", "no-store"))
+            }
+            "/private" => Some(
+                Reply::text("Private page text.")
+                    .with_header("Cache-Control", "private, max-age=60"),
+            ),
+            "/plain" => Some(Reply::text("Plain page text.")),
+            _ => None,
+        },
+    );
+    let store = std::sync::Arc::new(MapCache::default());
+    let client = web(&server, |_| {}).with_cache(store.clone());
+    let count = |path: &str| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.split('?').next() == Some(path))
+            .count()
+    };
+
+    // Unscoped: nothing is kept.
+    client.search("pages").unwrap();
+    assert!(store.0.lock().unwrap().is_empty());
+    assert_eq!(count("/search"), 1);
+
+    let acme = client.scoped("acme");
+    let first = acme.search("pages").unwrap();
+    assert_eq!(count("/search"), 2);
+    let second = acme.search("pages").unwrap();
+    assert_eq!(
+        first, second,
+        "a kept search answers as the fetched one did"
+    );
+    // SearxNG was not asked again; the kept pages were not fetched again, the others
+    // were.
+    assert_eq!(count("/search"), 2);
+    assert_eq!(count("/fresh"), 2, "fetched unscoped, then once for acme");
+    assert_eq!(count("/plain"), 2);
+    assert_eq!(count("/nostore"), 3);
+    assert_eq!(count("/private"), 3);
+    {
+        let m = store.0.lock().unwrap();
+        let ttl = |key: &str| m.get(&("acme".to_owned(), key.to_owned())).map(|(_, t)| *t);
+        // s-maxage wins over max-age for a shared cache; no header: the store's own TTL.
+        assert_eq!(
+            ttl(&format!("page {}/fresh", server.url())),
+            Some(Some(Duration::from_secs(60)))
+        );
+        assert_eq!(ttl(&format!("page {}/plain", server.url())), Some(None));
+        assert_eq!(ttl(&format!("page {}/nostore", server.url())), None);
+        assert_eq!(ttl(&format!("page {}/private", server.url())), None);
+    }
+
+    // Another scope shares nothing.
+    client.scoped("globex").search("pages").unwrap();
+    assert_eq!(count("/search"), 3);
+    assert_eq!(count("/fresh"), 3);
+
+    // A damaged entry is a miss, not an error.
+    for v in store.0.lock().unwrap().values_mut() {
+        v.0.truncate(3);
+    }
+    let again = acme.search("pages").unwrap();
+    assert_eq!(again, first);
+    assert_eq!(count("/search"), 4);
+}
