@@ -72,8 +72,10 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
         config.llm.base_url = url.clone();
         config.llm.model = llm_model.clone();
     }
-    let open = |config| {
-        App::open(
+    let collection = w.collection.clone();
+    // The app over the data dir, with the collection's indexes loaded (not timed).
+    let open = |config| -> Result<App, String> {
+        let app = App::open(
             &w.data_dir,
             config,
             OpenOptions {
@@ -81,17 +83,17 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
                 ..Default::default()
             },
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+        app.engine()
+            .keyword_index(&collection)
+            .map_err(|e| e.to_string())?;
+        app.engine()
+            .vector_index(&collection)
+            .map_err(|e| e.to_string())?;
+        Ok(app)
     };
     let app = open(config.clone())?;
     let engine = app.engine().clone();
-    let collection = w.collection.clone();
-    engine
-        .keyword_index(&collection)
-        .map_err(|e| e.to_string())?;
-    engine
-        .vector_index(&collection)
-        .map_err(|e| e.to_string())?;
     let opts = SearchOptions {
         mode: Some(SearchMode::Hybrid),
         rerank: None,
@@ -233,12 +235,6 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
     let mut ops_only = config.clone();
     ops_only.cache.answer = false;
     let app = open(ops_only)?;
-    app.engine()
-        .keyword_index(&collection)
-        .map_err(|e| e.to_string())?;
-    app.engine()
-        .vector_index(&collection)
-        .map_err(|e| e.to_string())?;
     ask_pairs(&app, "cache-ask-operations")?;
 
     // Mixed: 30% repeats of earlier questions, cache on, then the same replay off.
@@ -269,12 +265,6 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
             c.cache.cold = ColdTierKind::Off;
         }
         let app = open(c)?;
-        app.engine()
-            .keyword_index(&collection)
-            .map_err(|e| e.to_string())?;
-        app.engine()
-            .vector_index(&collection)
-            .map_err(|e| e.to_string())?;
         for (i, q) in replay.iter().enumerate() {
             let t = Instant::now();
             let r = app

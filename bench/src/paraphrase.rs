@@ -10,7 +10,8 @@
 //! counted apart: some are one question asked of two paragraphs ("How many Grammy
 //! nominations does Beyoncé have?" answered as of two dates), which over one collection
 //! would get one answer anyway. Each question is
-//! embedded as the engine embeds queries; for each threshold the run reports how many
+//! embedded as the engine embeds queries (unit vectors: the cosine is their dot
+//! product); for each threshold the run reports how many
 //! positives and negatives reach it, with and without
 //! [`neuralcore_app::paraphrase_compatible`] (question word, numbers and negation must
 //! agree). Choose the threshold on the train split (`../shared/data/squad2-train`) and
@@ -21,7 +22,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use neuralcore_core::Embedder;
+use neuralcore_core::{dot, Embedder};
 use neuralcore_models::SentenceEmbedder;
 use serde_json::{json, Value};
 
@@ -90,16 +91,6 @@ fn same_answer(a: &Question, b: &Question) -> bool {
     })
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (ab, aa, bb) = a
-        .iter()
-        .zip(b)
-        .fold((0f32, 0f32, 0f32), |(ab, aa, bb), (x, y)| {
-            (ab + x * y, aa + x * x, bb + y * y)
-        });
-    ab / (aa.sqrt() * bb.sqrt()).max(1e-12)
-}
-
 pub fn bench_paraphrase(args: &[String]) -> Result<()> {
     let (mut squad, mut model_dir) = (None, None);
     let mut it = args.iter();
@@ -130,7 +121,7 @@ pub fn bench_paraphrase(args: &[String]) -> Result<()> {
             let same = same_answer(a, b);
             let pair = || {
                 (
-                    cosine(&vectors[i], &vectors[j]),
+                    dot(&vectors[i], &vectors[j]),
                     neuralcore_app::paraphrase_compatible(&a.text, &b.text),
                 )
             };
@@ -158,7 +149,7 @@ pub fn bench_paraphrase(args: &[String]) -> Result<()> {
                     if a.paragraph == b.paragraph
                         && norm(&a.text) != norm(&b.text)
                         && !same_answer(a, b)
-                        && cosine(&vectors[i], &vectors[j]) >= t
+                        && dot(&vectors[i], &vectors[j]) >= t
                         && neuralcore_app::paraphrase_compatible(&a.text, &b.text)
                     {
                         w.push(format!("{} | {}", a.text, b.text));

@@ -120,7 +120,7 @@ impl App {
         let (similarity, earlier) = asked
             .iter()
             .filter(|a| a.vector.len() == q.len())
-            .map(|a| (cosine(&a.vector, &q), a))
+            .map(|a| (neuralcore_core::dot(&a.vector, &q), a))
             .filter(|(sim, a)| *sim >= threshold && paraphrase_compatible(question, &a.question))
             .max_by(|x, y| x.0.total_cmp(&y.0))?;
         let key = self.answer_key_for(
@@ -235,16 +235,6 @@ pub fn normalized(question: &str) -> String {
         }
     }
     out.join(" ")
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (ab, aa, bb) = a
-        .iter()
-        .zip(b)
-        .fold((0f32, 0f32, 0f32), |(ab, aa, bb), (x, y)| {
-            (ab + x * y, aa + x * x, bb + y * y)
-        });
-    ab / (aa.sqrt() * bb.sqrt()).max(1e-12)
 }
 
 /// Whether two questions could ask the same thing, judged by what an embedding is

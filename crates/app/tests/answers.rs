@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use neuralcore_app::{App, AskOptions, OpenOptions, Tenant};
 use neuralcore_engine::{ColdTierKind, Config, HotTierKind};
 
-fn open(dir: &Path, answer_cache: bool) -> App {
+/// The default config with the test model.
+fn config() -> Config {
     let mut config = Config::default();
     config.embedding.model_dir = neuralcore_models::testing::model_cache()
         .display()
         .to_string();
-    config.cache.answer = answer_cache;
-    if !answer_cache {
-        config.cache.hot = HotTierKind::Off;
-        config.cache.cold = ColdTierKind::Off;
-    }
+    config
+}
+
+fn open_with(dir: &Path, config: Config) -> App {
     App::open(
         dir,
         config,
@@ -29,6 +29,16 @@ fn open(dir: &Path, answer_cache: bool) -> App {
         },
     )
     .unwrap()
+}
+
+fn open(dir: &Path, answer_cache: bool) -> App {
+    let mut config = config();
+    config.cache.answer = answer_cache;
+    if !answer_cache {
+        config.cache.hot = HotTierKind::Off;
+        config.cache.cold = ColdTierKind::Off;
+    }
+    open_with(dir, config)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -311,25 +321,14 @@ fn repeated_asks_reuse_searches_and_completions_per_tenant_and_the_trace_says_so
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.embedding.model_dir = neuralcore_models::testing::model_cache()
-        .display()
-        .to_string();
+    let mut config = config();
     config.llm.base_url = url;
     config.llm.model =
         std::env::var("NEURALCORE_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
     config.llm.timeout_ms = 120_000;
     config.llm.max_tokens = 64;
     config.cache.cold = ColdTierKind::Off;
-    let app = App::open(
-        &tmp.path().join("data"),
-        config,
-        neuralcore_app::OpenOptions {
-            mind: Some(neuralcore_mind::Mind::memory()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let app = open_with(&tmp.path().join("data"), config);
     let src = tmp.path().join("src");
     write(&src, "tides.md", TIDES);
     let acme = Tenant::new("acme").unwrap();
@@ -405,23 +404,12 @@ fn redis_stopped_during_asks_is_bypassed_and_used_again_once_back() {
         .unwrap()
         .port();
     let mut redis = start_redis(port, tmp.path());
-    let mut config = Config::default();
-    config.embedding.model_dir = neuralcore_models::testing::model_cache()
-        .display()
-        .to_string();
+    let mut config = config();
     config.cache.answer = true;
     config.cache.hot = HotTierKind::Redis;
     config.cache.redis_url = format!("redis://127.0.0.1:{port}/");
     config.cache.cold = ColdTierKind::Off;
-    let app = App::open(
-        &tmp.path().join("data"),
-        config,
-        neuralcore_app::OpenOptions {
-            mind: Some(neuralcore_mind::Mind::memory()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let app = open_with(&tmp.path().join("data"), config);
     let t = Tenant::default_tenant();
     let src = tmp.path().join("src");
     write(&src, "tides.md", TIDES);
@@ -500,42 +488,18 @@ fn rewordings_and_paraphrases_are_served_the_earlier_answer_and_a_different_ques
         .unwrap()
         .cached
         .is_none());
-    drop(app);
-
-    // On, at a threshold just below this pair's similarity.
-    let engine = neuralcore_engine::Engine::open(&tmp.path().join("scratch"), {
-        let mut c = Config::default();
-        c.embedding.model_dir = neuralcore_models::testing::model_cache()
-            .display()
-            .to_string();
-        c
-    })
-    .unwrap();
+    // On, at a threshold just below this pair's similarity (unit vectors: the cosine is
+    // their dot product).
     let cos = |a: &str, b: &str| {
-        let (x, y) = (
-            engine.query_vector(a).unwrap(),
-            engine.query_vector(b).unwrap(),
-        );
-        x.iter().zip(&y).map(|(p, q)| p * q).sum::<f32>()
+        let e = app.engine();
+        neuralcore_core::dot(&e.query_vector(a).unwrap(), &e.query_vector(b).unwrap())
     };
     let sim = cos(q, "What is the cause of the tides?");
-    let other = "When do the tides happen?";
-    let mut config = Config::default();
-    config.embedding.model_dir = neuralcore_models::testing::model_cache()
-        .display()
-        .to_string();
+    drop(app);
+    let mut config = config();
     config.cache.answer = true;
     config.cache.answer_paraphrase = sim - 0.001;
-    assert!(cos(q, other) >= 0.0);
-    let app = App::open(
-        &tmp.path().join("data2"),
-        config,
-        neuralcore_app::OpenOptions {
-            mind: Some(neuralcore_mind::Mind::memory()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let app = open_with(&tmp.path().join("data2"), config);
     app.ingest(&t, std::slice::from_ref(&src), "docs", &mut ())
         .unwrap();
     let first = app.ask(&t, "e1", q, &opts("docs"), false).unwrap();
@@ -552,9 +516,9 @@ fn rewordings_and_paraphrases_are_served_the_earlier_answer_and_a_different_ques
     assert_eq!(c.paraphrase_of.as_deref(), Some(q));
     assert!(c.similarity.unwrap() >= sim - 0.001);
     assert_eq!(para.answer, first.answer);
-    // Another question word: asked afresh, however close.
+    // Another question word: asked afresh (the guard's cases: the unit tests).
     assert!(app
-        .ask(&t, "e3", other, &opts("docs"), false)
+        .ask(&t, "e3", "When do the tides happen?", &opts("docs"), false)
         .unwrap()
         .cached
         .is_none());

@@ -67,11 +67,16 @@ fn real_llm_streams_deltas() {
     let mut r = client
         .chat_stream(&capital_question(), &mut |d| deltas.push(d.to_owned()))
         .expect("chat_stream");
-    if r.usage.completion_tokens == 0 {
-        // llama-cpp-python's server, serving the suite's other tests at the same moment,
-        // once ended a stream before its first token (a full run on 2026-12-01):
-        // one more try tells that apart from a client that loses deltas.
-        eprintln!("the server generated no token: asking once more");
+    // llama-cpp-python's server, serving the suite's other tests at the same moment,
+    // sometimes ends a stream before its first token (full runs on 2026-12-01 and, twice
+    // in a row, 2026-12-02): a few more tries, a moment apart, tell that apart from a
+    // client that loses deltas (which would lose them every time).
+    for attempt in 1..=4 {
+        if r.usage.completion_tokens > 0 {
+            break;
+        }
+        eprintln!("the server generated no token: asking again ({attempt})");
+        std::thread::sleep(std::time::Duration::from_millis(500 * attempt));
         deltas.clear();
         r = client
             .chat_stream(&capital_question(), &mut |d| deltas.push(d.to_owned()))
