@@ -110,7 +110,7 @@ pub fn bench_paraphrase(args: &[String]) -> Result<()> {
         .iter()
         .map(|q| e.embed_query(&q.text).map_err(|e| e.to_string()))
         .collect::<Result<_>>()?;
-    // (cosine, compatible) of each positive and negative pair.
+    // (cosine, compatible, i, j) of each positive and negative pair.
     let (mut pos, mut neg, mut far) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..qs.len() {
         for j in i + 1..qs.len() {
@@ -123,6 +123,8 @@ pub fn bench_paraphrase(args: &[String]) -> Result<()> {
                 (
                     dot(&vectors[i], &vectors[j]),
                     neuralcore_app::paraphrase_compatible(&a.text, &b.text),
+                    i,
+                    j,
                 )
             };
             match (same, a.paragraph == b.paragraph) {
@@ -135,34 +137,18 @@ pub fn bench_paraphrase(args: &[String]) -> Result<()> {
     }
     let file = squad.file_name().map(|f| f.to_string_lossy().to_string());
     for t in (80..=100).map(|t| t as f32 / 100.0) {
-        let count = |v: &[(f32, bool)], guard: bool| {
+        let count = |v: &[(f32, bool, usize, usize)], guard: bool| {
             v.iter()
-                .filter(|(c, ok)| *c >= t && (*ok || !guard))
+                .filter(|(c, ok, ..)| *c >= t && (*ok || !guard))
                 .count()
         };
         // The closest negatives above the threshold with the guard, to read.
-        let worst: Vec<String> = if t >= 0.9 {
-            let mut w = Vec::new();
-            'outer: for i in 0..qs.len() {
-                for j in i + 1..qs.len() {
-                    let (a, b) = (&qs[i], &qs[j]);
-                    if a.paragraph == b.paragraph
-                        && norm(&a.text) != norm(&b.text)
-                        && !same_answer(a, b)
-                        && dot(&vectors[i], &vectors[j]) >= t
-                        && neuralcore_app::paraphrase_compatible(&a.text, &b.text)
-                    {
-                        w.push(format!("{} | {}", a.text, b.text));
-                        if w.len() >= 3 {
-                            break 'outer;
-                        }
-                    }
-                }
-            }
-            w
-        } else {
-            Vec::new()
-        };
+        let worst: Vec<String> = neg
+            .iter()
+            .filter(|(c, ok, ..)| t >= 0.9 && *c >= t && *ok)
+            .take(3)
+            .map(|&(_, _, i, j)| format!("{} | {}", qs[i].text, qs[j].text))
+            .collect();
         println!(
             "{}",
             json!({"bench": "paraphrase", "file": file, "model": e.model_id(),

@@ -242,8 +242,7 @@ pub fn normalized(question: &str) -> String {
 /// negation. Paraphrase matching in the answer cache serves an earlier answer only when
 /// this holds *and* the embeddings are close.
 pub fn paraphrase_compatible(a: &str, b: &str) -> bool {
-    let (fa, fb) = (Shape::of(a), Shape::of(b));
-    fa == fb
+    Shape::of(a) == Shape::of(b)
 }
 
 /// What [`paraphrase_compatible`] compares.

@@ -175,17 +175,23 @@ fn a_repeated_question_is_served_from_the_cache_until_its_evidence_changes() {
     assert!(answers.hot_hits >= 3, "{answers:?}");
 }
 
-#[test]
-fn tenants_never_share_a_cached_answer() {
-    let tmp = tempfile::tempdir().unwrap();
-    let app = open(&tmp.path().join("data"), true);
-    let src = tmp.path().join("src");
+/// Tenants `acme` and `globex`, each with the same tides document in its `docs`.
+fn two_tenants_with_tides(app: &App, tmp: &Path) -> (Tenant, Tenant) {
+    let src = tmp.join("src");
     write(&src, "tides.md", TIDES);
     let acme = Tenant::new("acme").unwrap();
     let globex = Tenant::new("globex").unwrap();
     app.ingest(&acme, std::slice::from_ref(&src), "docs", &mut ())
         .unwrap();
     app.ingest(&globex, &[src], "docs", &mut ()).unwrap();
+    (acme, globex)
+}
+
+#[test]
+fn tenants_never_share_a_cached_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = open(&tmp.path().join("data"), true);
+    let (acme, globex) = two_tenants_with_tides(&app, tmp.path());
     let q = "What causes the tides?";
     assert!(app
         .ask(&acme, "a1", q, &opts("docs"), false)
@@ -329,13 +335,7 @@ fn repeated_asks_reuse_searches_and_completions_per_tenant_and_the_trace_says_so
     config.llm.max_tokens = 64;
     config.cache.cold = ColdTierKind::Off;
     let app = open_with(&tmp.path().join("data"), config);
-    let src = tmp.path().join("src");
-    write(&src, "tides.md", TIDES);
-    let acme = Tenant::new("acme").unwrap();
-    let globex = Tenant::new("globex").unwrap();
-    app.ingest(&acme, std::slice::from_ref(&src), "docs", &mut ())
-        .unwrap();
-    app.ingest(&globex, &[src], "docs", &mut ()).unwrap();
+    let (acme, globex) = two_tenants_with_tides(&app, tmp.path());
     let q = "What causes the tides?";
 
     let first = app.ask(&acme, "a1", q, &opts("docs"), false).unwrap();
