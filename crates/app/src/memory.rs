@@ -308,7 +308,9 @@ impl App {
                 },
             )
         };
-        let hits = self.searcher()?.search(&req.query, &opts, now_ms())?;
+        let hits =
+            self.engine()
+                .memory_search_cached(&self.searcher()?, &req.query, &opts, now_ms())?;
         Ok(hits
             .into_iter()
             .map(|mut h| {

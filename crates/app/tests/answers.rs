@@ -538,3 +538,194 @@ fn rewordings_and_paraphrases_are_served_the_earlier_answer_and_a_different_ques
         .cached
         .is_none());
 }
+
+/// The tenant's memories matching `q` as (text, trust), sorted: what a stale cached
+/// search would get wrong (a memory missing or forgotten, a trust from before a signal).
+fn memory_search(app: &App, t: &Tenant, q: &str) -> Vec<(String, String)> {
+    let req: neuralcore_app::MemorySearch =
+        serde_json::from_value(serde_json::json!({"query": q, "k": 50})).unwrap();
+    let mut v: Vec<(String, String)> = app
+        .memory_search(t, &req)
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.memory.text, format!("{}", h.memory.trust)))
+        .collect();
+    v.sort();
+    v
+}
+
+fn memory_add(app: &App, t: &Tenant, text: &str) -> String {
+    let req: neuralcore_app::MemoryAdd =
+        serde_json::from_value(serde_json::json!({ "text": text })).unwrap();
+    app.memory_add(t, req).unwrap().memory.id
+}
+
+/// Reads of memory searches the cache answered.
+fn memory_hits(app: &App) -> u64 {
+    let stats = app.engine().cache().stats();
+    let s = stats.ops.iter().find(|o| o.op == "memory_search").unwrap();
+    s.hot_hits + s.cold_hits
+}
+
+/// A config without trust decay, so two apps' trusts compare exactly.
+fn no_decay(cache: bool) -> Config {
+    let mut c = config();
+    c.memory.half_life_days = 0.0;
+    if !cache {
+        c.cache.hot = HotTierKind::Off;
+        c.cache.cold = ColdTierKind::Off;
+    }
+    c
+}
+
+#[test]
+fn memory_searches_are_cached_until_any_memory_write_and_never_across_tenants() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = open_with(&tmp.path().join("data"), no_decay(true));
+    let acme = Tenant::new("acme").unwrap();
+    let globex = Tenant::new("globex").unwrap();
+    let q = "when does the deploy run";
+    let fridays = memory_add(&app, &acme, "The deploy runs on Fridays.");
+    let first = memory_search(&app, &acme, q);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let h = memory_hits(&app);
+    assert_eq!(memory_search(&app, &acme, q), first);
+    assert_eq!(memory_hits(&app), h + 1, "a repeated search is a hit");
+
+    // Another tenant's same search is its own (and sees none of acme's memories).
+    assert!(memory_search(&app, &globex, q).is_empty());
+    assert_eq!(memory_hits(&app), h + 1);
+    memory_add(&app, &globex, "The deploy runs on Sundays.");
+    let g = memory_search(&app, &globex, q);
+    assert_eq!(g.len(), 1);
+    assert!(g[0].0.contains("Sundays"), "{g:?}");
+    // Globex's write moved the store's version: acme's next search is fresh, and right.
+    let h = memory_hits(&app);
+    assert_eq!(memory_search(&app, &acme, q), first);
+    assert_eq!(memory_hits(&app), h);
+
+    // A signal changes the trust a search shows.
+    app.memory_signal(&acme, &fridays, neuralcore_memory::Signal::Confirmed)
+        .unwrap();
+    let after = memory_search(&app, &acme, q);
+    assert_ne!(after, first, "the trust before the signal was served");
+    assert_eq!(memory_hits(&app), h);
+
+    // A new memory appears; a forgotten one goes.
+    memory_add(&app, &acme, "The deploy runs on Mondays since March.");
+    assert_eq!(memory_search(&app, &acme, q).len(), 2);
+    app.memory_forget(&acme, &fridays).unwrap();
+    let left = memory_search(&app, &acme, q);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].0.contains("Mondays"));
+    assert_eq!(memory_hits(&app), h, "no write was followed by a hit");
+}
+
+/// Interleaved memory writes (adds, signals, forgets, restores), memory searches and
+/// asks that recall memories, on an app with the cache and one without: every search
+/// and every answer agrees, so no write was ever followed by a stale hit.
+#[test]
+fn randomized_memory_writes_and_searches_never_serve_a_stale_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cached = open_with(&tmp.path().join("a"), no_decay(true));
+    let plain = open_with(&tmp.path().join("b"), no_decay(false));
+    let t = Tenant::default_tenant();
+    let src = write(&tmp.path().join("src"), "tides.md", TIDES);
+    cached
+        .ingest(&t, std::slice::from_ref(&src), "c", &mut ())
+        .unwrap();
+    plain.ingest(&t, &[src], "c", &mut ()).unwrap();
+    // Each added once: which of two equal memories a recall cites (and so signals)
+    // depends on their ids, which the two apps draw differently.
+    let mut facts = vec![
+        "The deploy runs on Fridays after the standup.",
+        "The billing service deploys on Mondays.",
+        "Tides are raised by the Moon's gravity twice a day.",
+        "Spring tides follow the new and the full Moon.",
+        "Our office is in Lisbon, near the river.",
+        "The office moved to Porto in May.",
+        "The search team deploys every night at two.",
+        "Neap tides come when the Sun and the Moon pull at right angles.",
+        "The Berlin office opens in June.",
+        "A deploy freeze holds during the holidays.",
+    ];
+    let queries = [
+        "when does the deploy run",
+        "what causes the tides",
+        "where is the office",
+    ];
+    let signals = [
+        neuralcore_memory::Signal::Used,
+        neuralcore_memory::Signal::Confirmed,
+        neuralcore_memory::Signal::Ignored,
+        neuralcore_memory::Signal::Corrected,
+    ];
+    // The same memory in both apps, by position.
+    let mut ids: Vec<(String, String)> = Vec::new();
+    let mut rng = Lcg(7);
+    let (mut searched, mut asked) = (0, 0);
+    let start = memory_hits(&cached);
+    for step in 0..60 {
+        match rng.next(8) {
+            0 | 1 if !facts.is_empty() => {
+                let f = facts.swap_remove(rng.next(facts.len()));
+                ids.push((memory_add(&cached, &t, f), memory_add(&plain, &t, f)));
+            }
+            2 if !ids.is_empty() => {
+                let (a, b) = &ids[rng.next(ids.len())];
+                let s = signals[rng.next(signals.len())];
+                // Both fail alike on a forgotten memory.
+                let ra = cached.memory_signal(&t, a, s).map(|m| m.trust);
+                let rb = plain.memory_signal(&t, b, s).map(|m| m.trust);
+                assert_eq!(ra.is_ok(), rb.is_ok(), "step {step}");
+            }
+            3 if !ids.is_empty() => {
+                let (a, b) = &ids[rng.next(ids.len())];
+                if rng.next(2) == 0 {
+                    assert_eq!(
+                        cached.memory_forget(&t, a).is_ok(),
+                        plain.memory_forget(&t, b).is_ok()
+                    );
+                } else {
+                    assert_eq!(
+                        cached.memory_restore(&t, a).is_ok(),
+                        plain.memory_restore(&t, b).is_ok()
+                    );
+                }
+            }
+            4 => {
+                let q = queries[rng.next(queries.len())];
+                let a = cached
+                    .ask(&t, &format!("a{step}"), q, &opts("c"), true)
+                    .unwrap();
+                let b = plain
+                    .ask(&t, &format!("b{step}"), q, &opts("c"), true)
+                    .unwrap();
+                assert_eq!(
+                    (&a.answer, a.abstained, a.citations.len()),
+                    (&b.answer, b.abstained, b.citations.len()),
+                    "step {step}: {q}"
+                );
+                asked += 1;
+            }
+            _ => {
+                // Searched twice: the second is a hit (nothing was written between).
+                let q = queries[rng.next(queries.len())];
+                for _ in 0..2 {
+                    assert_eq!(
+                        memory_search(&cached, &t, q),
+                        memory_search(&plain, &t, q),
+                        "step {step}: {q}"
+                    );
+                    searched += 1;
+                }
+            }
+        }
+    }
+    let hits = memory_hits(&cached) - start;
+    assert!(
+        searched >= 20 && asked >= 3,
+        "{searched} searches, {asked} asks"
+    );
+    assert!(hits >= 5, "{hits} of {searched} searches were hits");
+}

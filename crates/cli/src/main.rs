@@ -1540,6 +1540,7 @@ fn eval_config(g: &Global) -> Result<Config> {
     c.cache.grade = false;
     c.cache.llm = false;
     c.cache.web = false;
+    c.cache.memory_search = false;
     c.cache.answer = false;
     Ok(c)
 }

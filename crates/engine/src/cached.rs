@@ -267,6 +267,62 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// `searcher`'s search of `query`, cached per (tenant, settings, embedding model,
+    /// query, options, memory-store version) when `[cache] memory_search` is on and the
+    /// search is one tenant's (`opts.filter.tenant` set). The store's version is read
+    /// before the search and again after it: results of a search that raced a write are
+    /// not kept, and any write makes the next search a miss.
+    pub fn memory_search_cached(
+        &self,
+        searcher: &neuralcore_memory::MemorySearcher,
+        query: &str,
+        opts: &neuralcore_memory::MemorySearchOptions,
+        now_ms: u64,
+    ) -> neuralcore_memory::MemResult<Vec<neuralcore_memory::MemHit>> {
+        let tenant = opts.filter.tenant.as_str();
+        if !(self.config.cache.memory_search && self.cache.is_on()) || tenant.is_empty() {
+            return searcher.search(query, opts, now_ms);
+        }
+        let store = searcher.store();
+        let before = store.version()?;
+        let qv: Vec<u8> = opts
+            .query_vector
+            .iter()
+            .flatten()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let shape = neuralcore_memory::MemorySearchOptions {
+            query_vector: None,
+            ..opts.clone()
+        };
+        let key = KeyBuilder::new(tenant, Op::MemorySearch)
+            .str(&self.fingerprint)
+            .str(store.backend().name())
+            .u64(before)
+            .str(searcher.embedder().map_or("", |e| e.model_id()))
+            .str(query)
+            // Every option, f32s at full precision (`Debug` round-trips them).
+            .str(&format!("{shape:?}"))
+            .bool(opts.query_vector.is_some())
+            .bytes(&qv)
+            .finish();
+        if let Some((hits, _)) = self.cache.get_json::<Vec<neuralcore_memory::MemHit>>(&key) {
+            return Ok(hits);
+        }
+        let hits = searcher.search(query, opts, now_ms)?;
+        if store.version()? == before {
+            self.cache.put_json(
+                &key,
+                &hits,
+                ttl(self.config.cache.memory_search_ttl_s),
+                &[tenant_tag(tenant)],
+            );
+        }
+        Ok(hits)
+    }
+}
+
 /// Little-endian f32s of exactly `dim` values.
 fn f32s(bytes: &[u8], dim: usize) -> Option<Vec<f32>> {
     if bytes.len() != dim * 4 {

@@ -130,6 +130,12 @@ pub struct CacheSettings {
     /// Their time to live, seconds (0: until evicted); a page's `Cache-Control` can
     /// only shorten it (`no-store`, `no-cache`, `private`: not cached).
     pub web_ttl_s: u64,
+    /// Cache memory search results per (tenant, query, options, memory-store version):
+    /// any write to the store is a miss. The trust a hit shows is as of the search that
+    /// was kept (trust decays over days; keep the TTL short against that).
+    pub memory_search: bool,
+    /// Their time to live, seconds (0: until evicted).
+    pub memory_search_ttl_s: u64,
     /// Cache answer reports (valid only while every collection they drew on is
     /// unchanged). Off by default: an answer also depends on things outside the
     /// documents (an LLM's sampling, agents edited on disk, the live web).
@@ -170,6 +176,8 @@ impl Default for CacheSettings {
             llm_sampled: false,
             web: true,
             web_ttl_s: 3_600,
+            memory_search: true,
+            memory_search_ttl_s: 300,
             answer: false,
             answer_ttl_s: 86_400,
             answer_paraphrase: 0.0,
@@ -1031,6 +1039,10 @@ llm_sampled = false
 # (no-store, no-cache, private: not cached).
 web = true
 web_ttl_s = 3600
+# Memory searches per memory-store version: any memory write is a miss. A hit shows trust
+# as of the search it kept (trust decays over days: keep this TTL short).
+memory_search = true
+memory_search_ttl_s = 300
 # Whole answer reports, valid while every collection they drew on is unchanged. Off by
 # default: an answer also depends on an LLM's sampling, agents on disk and the web.
 answer = false

@@ -511,4 +511,14 @@ impl MemoryBackend for PgBackend {
     fn relations_of_kind(&self, kind: RelKind) -> MemResult<Vec<Relation>> {
         decode_relations(self.rows(Q::RelKind, &[&kind.as_str()])?)
     }
+
+    fn version(&self) -> MemResult<u64> {
+        let rows = self.rows(Q::Version, &[])?;
+        let v: i64 = rows
+            .first()
+            .ok_or_else(|| MemoryError::Backend("the version row is missing".into()))?
+            .try_get(0)
+            .map_err(|e| corrupt("version", e))?;
+        Ok(v as u64)
+    }
 }

@@ -62,6 +62,11 @@
 //!   `(memory, seq)`.
 //! - `relations`: `(src, kind, dst)` primary key, `body json`; indexed on `dst` and
 //!   `kind`.
+//! - `version`: one row, [`MemoryBackend::version`], started from the clock when the
+//!   schema is created and bumped by a statement-level trigger on `memories` and
+//!   `relations` in the writing transaction, so a reader that sees the same version
+//!   before and after a read saw one state (what caches of memory searches rely on),
+//!   whichever process wrote.
 //!
 //! Keys use the `C` collation, so `ORDER BY id` is byte order, the order Rust sorts
 //! `String`s in, whatever the database's locale. Schema creation runs under an advisory

@@ -50,6 +50,37 @@ CREATE TABLE IF NOT EXISTS {s}.relations (
 );
 CREATE INDEX IF NOT EXISTS relations_dst ON {s}.relations (dst);
 CREATE INDEX IF NOT EXISTS relations_kind ON {s}.relations (kind);
+CREATE TABLE IF NOT EXISTS {s}.version (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    v bigint NOT NULL
+);
+INSERT INTO {s}.version (v)
+    VALUES ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+    ON CONFLICT DO NOTHING;
+CREATE OR REPLACE FUNCTION {s}.bump_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {s}.version SET v = v + 1;
+    RETURN NULL;
+END
+$$;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                   WHERE tgname = 'memories_version'
+                     AND tgrelid = '{s}.memories'::regclass) THEN
+        CREATE TRIGGER memories_version
+            AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.memories
+            FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_version();
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                   WHERE tgname = 'relations_version'
+                     AND tgrelid = '{s}.relations'::regclass) THEN
+        CREATE TRIGGER relations_version
+            AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.relations
+            FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_version();
+    END IF;
+END
+$$;
 "#
     )
 }
@@ -71,10 +102,11 @@ pub(crate) enum Q {
     GetMany,
     GetManyBodies,
     RelNodes,
+    Version,
 }
 
 impl Q {
-    pub(crate) const COUNT: usize = 14;
+    pub(crate) const COUNT: usize = 15;
 }
 
 /// The statements for one schema.
@@ -150,6 +182,8 @@ impl Sql {
                 "SELECT body::text FROM {s}.relations WHERE src = ANY($1) OR dst = ANY($1) \
                  ORDER BY src, kind, dst"
             ),
+            // Version
+            format!("SELECT v FROM {s}.version"),
         ];
         Sql {
             text,

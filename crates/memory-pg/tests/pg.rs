@@ -160,6 +160,7 @@ conformance!(
     check_batched_reads,
     check_concurrent_used,
     check_concurrent_mixed,
+    check_version,
 );
 
 /// Every `pub fn check_*` of the suite (but `check_all`) runs here: a check added to the

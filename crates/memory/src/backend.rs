@@ -78,4 +78,20 @@ pub trait MemoryBackend: Send + Sync {
     }
     /// Every relation of a kind.
     fn relations_of_kind(&self, kind: RelKind) -> MemResult<Vec<Relation>>;
+    /// The store's version: a number that every committed write (a memory inserted or
+    /// updated, a relation added or removed) changes, in the same transaction as the
+    /// write, and that no other store (nor this one recreated) starts from. Reading the
+    /// same version before and after a read means the read saw one state: what caches
+    /// of memory searches key by.
+    fn version(&self) -> MemResult<u64>;
+}
+
+/// Where a new store's version starts: the clock in nanoseconds, so a store recreated
+/// (a file deleted, a schema dropped, a process restarted over an in-memory store) does
+/// not count up through versions an earlier store had and a cache still holds.
+pub fn first_version() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
 }

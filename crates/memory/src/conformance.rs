@@ -142,6 +142,7 @@ pub fn check_all(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
     check_batched_reads(make);
     check_concurrent_used(make);
     check_concurrent_mixed(make);
+    check_version(make);
 }
 
 /// A new memory starts active at the initial trust with a `create` audit entry, and
@@ -1277,4 +1278,52 @@ pub fn check_concurrent_mixed(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
     assert_eq!(log.len() as u64, 1 + total);
     assert_chain(&m.id, &log);
     assert_eq!(log.last().unwrap().trust_after, want);
+}
+
+/// The version changes with every committed write (insert, signal, forget, link,
+/// unlink) and with nothing else (reads, a write refused, an unlink of nothing); two
+/// fresh stores do not start at the same version.
+pub fn check_version(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
+    let s = store_with(make, NO_DECAY);
+    let v = || s.version().unwrap();
+    let v0 = v();
+    let a = s.add(text("the deploy runs on Fridays"), "t", T0).unwrap();
+    let v1 = v();
+    assert_ne!(v1, v0, "an insert changes the version");
+    s.get(&a.id, T0).unwrap();
+    s.list(&Filter::default(), T0).unwrap();
+    s.backend().ids().unwrap();
+    s.audit(&a.id).unwrap();
+    s.relations(&a.id).unwrap();
+    assert_eq!(v(), v1, "reads leave the version");
+    assert!(is_conflict(s.backend().insert(&a, &[])));
+    assert_eq!(v(), v1, "a refused insert leaves the version");
+    s.signal(&a.id, Signal::Used, "t", T0 + 1).unwrap();
+    let v2 = v();
+    assert_ne!(v2, v1, "a signal changes the version");
+    let b = s
+        .add(text("the deploy runs on Mondays"), "t", T0 + 2)
+        .unwrap();
+    let v3 = v();
+    assert_ne!(v3, v2);
+    s.link(&b.id, RelKind::Supersedes, &a.id, "t", T0 + 3)
+        .unwrap();
+    let v4 = v();
+    assert_ne!(v4, v3, "a relation added changes the version");
+    assert!(s.unlink(&b.id, RelKind::Supersedes, &a.id).unwrap());
+    let v5 = v();
+    assert_ne!(v5, v4, "a relation removed changes the version");
+    s.forget(&b.id, "t", T0 + 4).unwrap();
+    let v6 = v();
+    assert_ne!(v6, v5, "forgetting changes the version");
+    for earlier in [v0, v1, v2, v3, v4, v5] {
+        assert_ne!(v6, earlier, "versions do not come back");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let other = store_with(make, NO_DECAY);
+    assert_ne!(
+        other.version().unwrap(),
+        v0,
+        "a fresh store starts elsewhere"
+    );
 }

@@ -6,16 +6,28 @@
 use std::collections::BTreeMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::backend::{apply_update, MemoryBackend, Update};
+use crate::backend::{apply_update, first_version, MemoryBackend, Update};
 use crate::error::{MemResult, MemoryError};
 use crate::types::{AuditEntry, Filter, Memory, RelKind, Relation};
 
-#[derive(Default)]
 struct Inner {
     memories: BTreeMap<String, Memory>,
     audit: BTreeMap<String, Vec<AuditEntry>>,
     /// Keyed by (from, kind, to).
     relations: BTreeMap<(String, RelKind, String), Relation>,
+    /// [`MemoryBackend::version`], bumped under the write lock by every write.
+    version: u64,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            memories: BTreeMap::new(),
+            audit: BTreeMap::new(),
+            relations: BTreeMap::new(),
+            version: first_version(),
+        }
+    }
 }
 
 /// Memories held in memory.
@@ -61,6 +73,7 @@ impl MemoryBackend for InMemoryBackend {
             .entry(m.id.clone())
             .or_default()
             .extend_from_slice(audit);
+        g.version += 1;
         Ok(())
     }
 
@@ -93,6 +106,7 @@ impl MemoryBackend for InMemoryBackend {
         };
         g.memories.insert(id.to_string(), m.clone());
         g.audit.entry(id.to_string()).or_default().extend(entries);
+        g.version += 1;
         Ok(m)
     }
 
@@ -107,12 +121,18 @@ impl MemoryBackend for InMemoryBackend {
             return Ok(false);
         }
         g.relations.insert(key, r.clone());
+        g.version += 1;
         Ok(true)
     }
 
     fn remove_relation(&self, from: &str, kind: RelKind, to: &str) -> MemResult<bool> {
         let key = (from.to_string(), kind, to.to_string());
-        Ok(self.write()?.relations.remove(&key).is_some())
+        let mut g = self.write()?;
+        let removed = g.relations.remove(&key).is_some();
+        if removed {
+            g.version += 1;
+        }
+        Ok(removed)
     }
 
     fn relations(&self, node: &str) -> MemResult<Vec<Relation>> {
@@ -133,5 +153,9 @@ impl MemoryBackend for InMemoryBackend {
             .filter(|r| r.kind == kind)
             .cloned()
             .collect())
+    }
+
+    fn version(&self) -> MemResult<u64> {
+        Ok(self.read()?.version)
     }
 }

@@ -22,7 +22,7 @@ use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::backend::{apply_update, MemoryBackend, Update};
+use crate::backend::{apply_update, first_version, MemoryBackend, Update};
 use crate::error::{MemResult, MemoryError};
 use crate::types::{AuditEntry, Filter, Memory, RelKind, Relation};
 
@@ -45,6 +45,11 @@ const EMBEDDINGS: TableDefinition<'static, &'static str, &'static [u8]> =
     TableDefinition::new("embeddings");
 const RELATIONS_TO: TableDefinition<'static, Triple, ()> = TableDefinition::new("relations_to");
 const RELATIONS_KIND: TableDefinition<'static, Triple, ()> = TableDefinition::new("relations_kind");
+/// Named counters: [`VERSION`].
+const META: TableDefinition<'static, &'static str, u64> = TableDefinition::new("meta");
+/// [`MemoryBackend::version`]: set by [`first_version`] when the file is created, bumped
+/// in every committed write transaction.
+const VERSION: &str = "version";
 
 fn be<E: std::fmt::Display>(e: E) -> MemoryError {
     MemoryError::Backend(e.to_string())
@@ -159,6 +164,12 @@ impl RedbBackend {
         txn.open_table(RELATIONS).map_err(be)?;
         txn.open_table(RELATIONS_TO).map_err(be)?;
         txn.open_table(RELATIONS_KIND).map_err(be)?;
+        {
+            let mut meta = txn.open_table(META).map_err(be)?;
+            if meta.get(VERSION).map_err(be)?.is_none() {
+                meta.insert(VERSION, first_version()).map_err(be)?;
+            }
+        }
         txn.commit().map_err(be)?;
         Ok(RedbBackend {
             db,
@@ -251,8 +262,8 @@ impl RedbBackend {
         Ok(())
     }
 
-    /// Run `f` in a write transaction; commit when it returns `(_, true)`, abort when it
-    /// returns `(_, false)` or an error.
+    /// Run `f` in a write transaction; commit (with the version bumped) when it returns
+    /// `(_, true)`, abort when it returns `(_, false)` or an error.
     fn write<T>(
         &self,
         f: impl FnOnce(&redb::WriteTransaction) -> MemResult<(T, bool)>,
@@ -260,6 +271,11 @@ impl RedbBackend {
         let txn = self.db.begin_write().map_err(be)?;
         match f(&txn) {
             Ok((v, true)) => {
+                {
+                    let mut meta = txn.open_table(META).map_err(be)?;
+                    let version = meta.get(VERSION).map_err(be)?.map_or(0, |v| v.value());
+                    meta.insert(VERSION, version.wrapping_add(1)).map_err(be)?;
+                }
                 txn.commit().map_err(be)?;
                 Ok(v)
             }
@@ -527,6 +543,13 @@ impl MemoryBackend for RedbBackend {
         Self::relations_via(&txn, RELATIONS_KIND, kind.as_str(), |kind, from, to| {
             Some((from.to_string(), kind.to_string(), to.to_string()))
         })
+    }
+
+    fn version(&self) -> MemResult<u64> {
+        let txn = self.read()?;
+        let meta = txn.open_table(META).map_err(be)?;
+        let v = meta.get(VERSION).map_err(be)?.map_or(0, |v| v.value());
+        Ok(v)
     }
 }
 

@@ -116,6 +116,11 @@ impl MemoryStore {
         &self.backend
     }
 
+    /// The backend's version ([`MemoryBackend::version`]): changed by every write.
+    pub fn version(&self) -> MemResult<u64> {
+        self.backend.version()
+    }
+
     /// Remember something: trust starts at `initial`; the creation is audited.
     pub fn add(&self, new: NewMemory, by: &str, now_ms: u64) -> MemResult<Memory> {
         let text = new.text.trim();

@@ -83,6 +83,7 @@ conformance_tests!(
     check_batched_reads,
     check_concurrent_used,
     check_concurrent_mixed,
+    check_version,
 );
 
 #[test]

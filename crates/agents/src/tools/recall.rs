@@ -72,8 +72,8 @@ impl Tool for RecallTool {
                 },
             )
         };
-        let hits = mem
-            .search(&question, &opts, now)
+        let hits = engine
+            .memory_search_cached(mem, &question, &opts, now)
             .map_err(|e| ToolError::Transient(format!("memory search: {e}")))?;
         if hits.is_empty() {
             ctx.write("hits", json!([]))?;
