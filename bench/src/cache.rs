@@ -3,25 +3,27 @@
 //! * **search**: each query's hybrid search cold (its cached embedding and results
 //!   dropped first) and then warm (the same search again), paired; the ratio of medians.
 //! * **miss**: the cost of a lookup that finds nothing, per tier set: the in-process hot
-//!   tier alone, hot over the embedded cold tier (`cache.redb`), and Redis (`--redis
-//!   URL`).
+//!   tier alone, hot over the embedded cold tier (`cache.redb`), the embedded cold tier
+//!   alone, Redis (`--redis URL`) and the PostgreSQL cold tier (`--pg URL`); and of a
+//!   hit in each (from the hot tier where there is one).
 //! * **ask**: the whole control loop through the application core with `[cache] answer`
 //!   on: each question asked cold (every cached operation dropped first) and then again,
 //!   paired; with `--llm URL` (an OpenAI-compatible endpoint, e.g. the test llama.cpp
 //!   server) the loop writes its answer with the LLM. **ask-operations**: the same with
 //!   the answer cache off, so a repeat reuses only the operations (query embeddings,
 //!   searches, reranker and evaluator scores, LLM completions).
-//! * **mixed**: a replay of the queries with 30% repeats of earlier ones, asked through
-//!   the application core with the cache on and then off: hit ratio and mean latency.
 //!
-//! `--data-dir D --collection C --queries Q [-n N] [--asks M] [--redis URL] [--llm URL
-//! --llm-model NAME]`; the data dir must hold the collection, ingested.
+//! The mixed workload (repeats and paraphrases over SciFact and SQuAD) is `nc-bench
+//! cache-replay` (`replay.rs`).
+//!
+//! `--data-dir D --collection C --queries Q [-n N] [--asks M] [--redis URL] [--pg URL]
+//! [--llm URL --llm-model NAME]`; the data dir must hold the collection, ingested.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neuralcore_app::{App, AskOptions, OpenOptions, Tenant};
-use neuralcore_cache::{op_tag, Cache, HotTier, KeyBuilder, Op, RedbTier, RedisTier, Tier};
+use neuralcore_cache::{op_tag, Cache, HotTier, KeyBuilder, Op, PgTier, RedbTier, RedisTier, Tier};
 use neuralcore_engine::{ColdTierKind, HotTierKind, SearchMode, SearchOptions};
 use serde_json::json;
 
@@ -47,8 +49,9 @@ fn forget(app: &App, ops: &[Op]) {
 
 pub fn bench_cache(args: &[String]) -> Result<(), String> {
     let w = Workload::parse(args)?;
-    let (mut asks, mut redis, mut llm, mut llm_model) = (
+    let (mut asks, mut redis, mut pg, mut llm, mut llm_model) = (
         30usize,
+        None::<String>,
         None::<String>,
         None::<String>,
         String::from("smollm2"),
@@ -57,6 +60,7 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
         match a.as_str() {
             "--asks" => asks = parse_arg(a, v)?,
             "--redis" => redis = Some(v.clone()),
+            "--pg" => pg = Some(v.clone()),
             "--llm" => llm = Some(v.clone()),
             "--llm-model" => llm_model = v.clone(),
             other => return Err(format!("unknown argument {other}")),
@@ -144,10 +148,27 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
             ),
         ),
     ];
+    sets.push((
+        "cold(redb)",
+        Cache::new(
+            None,
+            Some(Arc::new(
+                RedbTier::open(&dir.path().join("cold.redb"), 1 << 30)
+                    .map_err(|e| e.to_string())?,
+            ) as Arc<dyn Tier>),
+        ),
+    ));
     if let Some(url) = &redis {
         let prefix = format!("nc-bench-{}:", std::process::id());
         let t = RedisTier::open(url, &prefix, Default::default()).map_err(|e| e.to_string())?;
         sets.push(("hot(redis)", Cache::new(Some(Arc::new(t)), None)));
+    }
+    let mut pg_tier = None;
+    if let Some(url) = &pg {
+        let table = format!("nc_bench_cache_{}", std::process::id());
+        let t = Arc::new(PgTier::open(url, &table, Default::default()).map_err(|e| e.to_string())?);
+        pg_tier = Some(t.clone());
+        sets.push(("cold(postgres)", Cache::new(None, Some(t))));
     }
     for (name, cache) in &sets {
         // Some entries, so the tiers are not empty.
@@ -168,12 +189,26 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
                 return Err("a miss hit".into());
             }
         }
+        let mut h = Vec::new();
+        for i in 0..2000u64 {
+            let k = KeyBuilder::new("bench", Op::Search).u64(i % 1000).finish();
+            let t = Instant::now();
+            let hit = cache.get(&k);
+            h.push(t.elapsed().as_secs_f64() * 1e6);
+            if hit.is_none() {
+                return Err(format!("{name}: an entry put was not found"));
+            }
+        }
         println!(
             "{}",
             json!({"bench": "cache-miss", "isa": isa, "tiers": name, "n": v.len(),
-                "miss_p50_us": pct(&mut v, 0.5), "miss_p99_us": pct(&mut v, 0.99)})
+                "miss_p50_us": pct(&mut v, 0.5), "miss_p99_us": pct(&mut v, 0.99),
+                "hit_p50_us": pct(&mut h, 0.5), "hit_p99_us": pct(&mut h, 0.99)})
         );
         cache.clear();
+    }
+    if let Some(t) = pg_tier {
+        t.drop_table().map_err(|e| e.to_string())?;
     }
 
     // Ask: cold then warm, paired; with the answer cache, then with the operation
@@ -237,58 +272,5 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
     let app = open(ops_only)?;
     ask_pairs(&app, "cache-ask-operations")?;
 
-    // Mixed: 30% repeats of earlier questions, cache on, then the same replay off.
-    let mut replay: Vec<&String> = Vec::new();
-    let mut seed = 17u64;
-    let mut next = |n: usize| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((seed >> 33) as usize) % n
-    };
-    let fresh: Vec<&String> = texts.iter().skip(asks).take(asks).collect();
-    for q in &fresh {
-        if !replay.is_empty() && next(10) < 3 {
-            replay.push(replay[next(replay.len())]);
-        }
-        replay.push(q);
-    }
-    app.engine().cache().clear();
-    drop(app);
-    // Cache on and off in the order on, off, off, on: an LLM server's own prompt cache
-    // (llama.cpp keeps one) favours whichever run comes second.
-    let (mut on_ms, mut off_ms, mut hits_on) = (Vec::new(), Vec::new(), 0usize);
-    for on in [true, false, false, true] {
-        let mut c = config.clone();
-        if !on {
-            c.cache.hot = HotTierKind::Off;
-            c.cache.cold = ColdTierKind::Off;
-        }
-        let app = open(c)?;
-        for (i, q) in replay.iter().enumerate() {
-            let t = Instant::now();
-            let r = app
-                .ask(&tenant, &format!("bench-m{i}"), q, &ask_opts, false)
-                .map_err(|e| e.to_string())?;
-            if on {
-                on_ms.push(ms(t));
-                hits_on += usize::from(r.cached.is_some());
-            } else {
-                off_ms.push(ms(t));
-            }
-        }
-        app.engine().cache().clear();
-    }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let (on_mean, off_mean) = (mean(&on_ms), mean(&off_ms));
-    println!(
-        "{}",
-        json!({"bench": "cache-mixed-ask", "isa": isa, "n": replay.len(), "runs_each": 2,
-            "repeats": replay.len() - fresh.len(),
-            "llm": llm.as_ref().map(|_| llm_model.clone()),
-            "on_mean_ms": on_mean, "answer_hits": hits_on,
-            "hit_ratio": hits_on as f64 / on_ms.len().max(1) as f64,
-            "off_mean_ms": off_mean, "mean_speedup": off_mean / on_mean})
-    );
     Ok(())
 }

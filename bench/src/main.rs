@@ -34,6 +34,7 @@ mod mcp;
 mod memory;
 mod mind;
 mod paraphrase;
+mod replay;
 mod vectors;
 mod workload;
 
@@ -58,8 +59,10 @@ const USAGE: &str = "usage:
                 [--clients 50] [--secs 60] [--ask-every 5]
   nc-bench mcp --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
   nc-bench cache --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
-      [--asks 30] [--redis URL] [--llm URL --llm-model NAME]
+      [--asks 30] [--redis URL] [--pg URL] [--llm URL --llm-model NAME]
   nc-bench paraphrase --squad FILE --model-dir DIR
+  nc-bench cache-replay --data-dir DIR --queries FILE --squad FILE [--collection C] [--model-dir DIR]
+      [-n 300] [--llm URL --llm-model NAME]
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
@@ -444,6 +447,7 @@ fn main() -> ExitCode {
         "cache" => cache::bench_cache(&args[1..]),
         "memory" => memory::bench_memory(&args[1..]),
         "paraphrase" => paraphrase::bench_paraphrase(&args[1..]),
+        "cache-replay" => replay::bench_replay(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

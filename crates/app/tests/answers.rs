@@ -453,6 +453,122 @@ fn redis_stopped_during_asks_is_bypassed_and_used_again_once_back() {
     let _ = redis.wait();
 }
 
+/// `FLUSHALL` sent to the Redis at `port`.
+fn flush_redis(port: u16) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+    let mut reply = [0u8; 5];
+    c.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+OK\r\n");
+}
+
+/// With the hot tier on Redis: Redis flushed again and again while three threads ask
+/// costs nothing but hits — every ask answers, and answers as a cold ask does (no entry
+/// is ever read half gone: a flushed entry is a miss); once the flushing stops, repeats
+/// are hits again.
+#[test]
+fn redis_flushed_under_load_costs_only_hits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut redis = start_redis(port, tmp.path());
+    let mut config = config();
+    config.cache.answer = true;
+    config.cache.hot = HotTierKind::Redis;
+    config.cache.redis_url = format!("redis://127.0.0.1:{port}/");
+    config.cache.cold = ColdTierKind::Off;
+    let app = open_with(&tmp.path().join("data"), config);
+    let t = Tenant::default_tenant();
+    let src = tmp.path().join("src");
+    write(&src, "tides.md", TIDES);
+    write(
+        &src,
+        "lava.md",
+        "# Lava\n\nLava is molten rock that erupts from volcanoes.\n",
+    );
+    write(
+        &src,
+        "owls.md",
+        "# Owls\n\nBarn owls hunt mice at night over open fields.\n",
+    );
+    app.ingest(&t, &[src], "docs", &mut ()).unwrap();
+    let questions = [
+        "What causes the tides?",
+        "What is lava?",
+        "What do barn owls hunt?",
+    ];
+    let expected: Vec<String> = questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            app.ask(&t, &format!("e{i}"), q, &opts("docs"), false)
+                .unwrap()
+                .answer
+        })
+        .collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let flushes = std::sync::atomic::AtomicUsize::new(0);
+    let hits = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                flush_redis(port);
+                flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(15));
+            }
+        });
+        let askers: Vec<_> = (0..3)
+            .map(|w| {
+                let (app, t, questions, expected, hits) = (&app, &t, &questions, &expected, &hits);
+                s.spawn(move || {
+                    for i in 0..12 {
+                        let k = (w + i) % questions.len();
+                        let r = app
+                            .ask(t, &format!("w{w}-{i}"), questions[k], &opts("docs"), false)
+                            .unwrap();
+                        assert_eq!(r.answer, expected[k], "{}", questions[k]);
+                        if r.cached.is_some() {
+                            hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for a in askers {
+            a.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert!(
+        flushes.into_inner() >= 3,
+        "Redis was flushed during the asks"
+    );
+    let hot = app.engine().cache().stats().tiers;
+    let hot = hot.iter().find(|t| t.role == "hot").unwrap();
+    assert_eq!(hot.errors, 0, "a flush is not an error: {hot:?}");
+    eprintln!(
+        "{} of 36 asks hit while Redis was flushed",
+        hits.into_inner()
+    );
+    // Flushing over: a repeat is a hit again.
+    app.ask(&t, "after1", questions[0], &opts("docs"), false)
+        .unwrap();
+    let again = app
+        .ask(&t, "after2", questions[0], &opts("docs"), false)
+        .unwrap();
+    assert_eq!(
+        again.cached.as_ref().map(|c| c.tier.as_str()),
+        Some("redis")
+    );
+    assert_eq!(again.answer, expected[0]);
+    redis.kill().unwrap();
+    let _ = redis.wait();
+}
+
 /// Rewordings in case, punctuation, articles and contractions share an answer by
 /// default; with `[cache] answer_paraphrase` set, another wording whose embedding is
 /// close enough and whose question word, numbers and negation agree is served the
