@@ -1252,15 +1252,46 @@ impl Config {
         Ok(())
     }
 
-    /// The effective configuration as TOML.
+    /// The effective configuration as TOML, to show: the password of every server URL
+    /// is replaced by `***` (the LLM's API key is never serialized at all).
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("serializable")
+        let mut c = self.clone();
+        for url in [
+            &mut c.cache.redis_url,
+            &mut c.cache.postgres_url,
+            &mut c.memory.postgres_url,
+            &mut c.mind.redis_url,
+            &mut c.web.searxng_url,
+            &mut c.llm.base_url,
+        ] {
+            *url = neuralcore_cache::redact_url(url);
+        }
+        toml::to_string_pretty(&c).expect("serializable")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shown_toml_hides_every_password() {
+        let mut c = Config::default();
+        c.cache.redis_url = "redis://:pw-a@127.0.0.1:6379/".into();
+        c.cache.postgres_url = "postgres://u:pw-b@127.0.0.1/db".into();
+        c.memory.postgres_url = "postgres://u:pw-c@127.0.0.1/db?sslmode=disable".into();
+        c.mind.redis_url = "redis://u:pw-d@127.0.0.1/".into();
+        c.web.searxng_url = "http://u:pw-e@127.0.0.1:8888".into();
+        c.llm.base_url = "http://u:pw-f@127.0.0.1:8080/v1?password=pw-g".into();
+        c.llm.api_key = Some("pw-h".into());
+        let shown = c.to_toml();
+        for pw in [
+            "pw-a", "pw-b", "pw-c", "pw-d", "pw-e", "pw-f", "pw-g", "pw-h",
+        ] {
+            assert!(!shown.contains(pw), "{pw} in\n{shown}");
+        }
+        assert!(shown.contains("postgres://u:***@127.0.0.1/db?sslmode=disable"));
+    }
 
     #[test]
     fn template_is_the_defaults_and_names_every_key() {
