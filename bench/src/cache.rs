@@ -22,12 +22,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neuralcore_app::{App, AskOptions, OpenOptions, Tenant};
+use neuralcore_app::{App, AskOptions, Tenant};
 use neuralcore_cache::{op_tag, Cache, HotTier, KeyBuilder, Op, PgTier, RedbTier, RedisTier, Tier};
 use neuralcore_engine::{ColdTierKind, HotTierKind, SearchMode, SearchOptions};
 use serde_json::json;
 
-use crate::workload::{parse_arg, Workload};
+use crate::workload::{open_app, parse_arg, Workload};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -77,25 +77,7 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
         config.llm.model = llm_model.clone();
     }
     let collection = w.collection.clone();
-    // The app over the data dir, with the collection's indexes loaded (not timed).
-    let open = |config| -> Result<App, String> {
-        let app = App::open(
-            &w.data_dir,
-            config,
-            OpenOptions {
-                mind: Some(neuralcore_mind::Mind::memory()),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
-        app.engine()
-            .keyword_index(&collection)
-            .map_err(|e| e.to_string())?;
-        app.engine()
-            .vector_index(&collection)
-            .map_err(|e| e.to_string())?;
-        Ok(app)
-    };
+    let open = |config| open_app(&w.data_dir, config, &[&collection]);
     let app = open(config.clone())?;
     let engine = app.engine().clone();
     let opts = SearchOptions {

@@ -26,11 +26,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use neuralcore_app::{App, AskOptions, OpenOptions, Tenant};
+use neuralcore_app::{App, AskOptions, Tenant};
 use neuralcore_engine::{ColdTierKind, HotTierKind};
 use serde_json::json;
 
-use crate::workload::Workload;
+use crate::workload::{open_app, Workload};
 
 const SQUAD_COLLECTION: &str = "bench-squad2";
 
@@ -180,22 +180,7 @@ pub fn bench_replay(args: &[String]) -> Result<(), String> {
         config.llm.model = llm_model.clone();
     }
     let scifact_collection: &'static str = Box::leak(w.collection.clone().into_boxed_str());
-    let open = |config| -> Result<App, String> {
-        let app = App::open(
-            &w.data_dir,
-            config,
-            OpenOptions {
-                mind: Some(neuralcore_mind::Mind::memory()),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string())?;
-        for c in [scifact_collection, SQUAD_COLLECTION] {
-            app.engine().keyword_index(c).map_err(|e| e.to_string())?;
-            app.engine().vector_index(c).map_err(|e| e.to_string())?;
-        }
-        Ok(app)
-    };
+    let open = |config| open_app(&w.data_dir, config, &[scifact_collection, SQUAD_COLLECTION]);
     let tenant = Tenant::default_tenant();
     {
         // SQuAD's passages, once per data dir.

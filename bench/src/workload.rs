@@ -73,6 +73,29 @@ impl Workload {
     }
 }
 
+/// The application core over `data_dir` with `config` and a Mind in memory, with the
+/// keyword and vector indexes of `collections` loaded (so no timed call loads them).
+pub(crate) fn open_app(
+    data_dir: &std::path::Path,
+    config: Config,
+    collections: &[&str],
+) -> Result<neuralcore_app::App, String> {
+    let app = neuralcore_app::App::open(
+        data_dir,
+        config,
+        neuralcore_app::OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    for c in collections {
+        app.engine().keyword_index(c).map_err(|e| e.to_string())?;
+        app.engine().vector_index(c).map_err(|e| e.to_string())?;
+    }
+    Ok(app)
+}
+
 /// `value` of `--name` parsed, for a benchmark's own arguments.
 pub(crate) fn parse_arg<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String>
 where

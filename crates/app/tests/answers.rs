@@ -392,24 +392,30 @@ fn start_redis(port: u16, dir: &Path) -> std::process::Child {
     child
 }
 
+/// A private `redis-server` on a free port, and an app whose only tier is it (hot, no
+/// cold tier) with the answer cache on.
+fn app_on_private_redis(tmp: &Path) -> (std::process::Child, u16, App) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redis = start_redis(port, tmp);
+    let mut config = config();
+    config.cache.answer = true;
+    config.cache.hot = HotTierKind::Redis;
+    config.cache.redis_url = format!("redis://127.0.0.1:{port}/");
+    config.cache.cold = ColdTierKind::Off;
+    (redis, port, open_with(&tmp.join("data"), config))
+}
+
 /// With the hot tier on Redis and no cold tier: Redis stopped in the middle of a run of
 /// asks costs nothing but the cache (every ask answers, within a bounded time, counted
 /// as tier errors and bypasses); once it is back, the cache is used again by itself.
 #[test]
 fn redis_stopped_during_asks_is_bypassed_and_used_again_once_back() {
     let tmp = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut redis = start_redis(port, tmp.path());
-    let mut config = config();
-    config.cache.answer = true;
-    config.cache.hot = HotTierKind::Redis;
-    config.cache.redis_url = format!("redis://127.0.0.1:{port}/");
-    config.cache.cold = ColdTierKind::Off;
-    let app = open_with(&tmp.path().join("data"), config);
+    let (mut redis, port, app) = app_on_private_redis(tmp.path());
     let t = Tenant::default_tenant();
     let src = tmp.path().join("src");
     write(&src, "tides.md", TIDES);
@@ -470,18 +476,7 @@ fn flush_redis(port: u16) {
 #[test]
 fn redis_flushed_under_load_costs_only_hits() {
     let tmp = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut redis = start_redis(port, tmp.path());
-    let mut config = config();
-    config.cache.answer = true;
-    config.cache.hot = HotTierKind::Redis;
-    config.cache.redis_url = format!("redis://127.0.0.1:{port}/");
-    config.cache.cold = ColdTierKind::Off;
-    let app = open_with(&tmp.path().join("data"), config);
+    let (mut redis, port, app) = app_on_private_redis(tmp.path());
     let t = Tenant::default_tenant();
     let src = tmp.path().join("src");
     write(&src, "tides.md", TIDES);

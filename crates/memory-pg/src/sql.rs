@@ -21,6 +21,27 @@ pub(crate) fn quote_ident(name: &str) -> Option<String> {
 
 /// The DDL for schema `s` (quoted) with embedding column type `emb_type`.
 pub(crate) fn create_tables(s: &str, emb_type: &str) -> String {
+    // Each written table bumps the version, once per statement (created once: replacing
+    // a trigger would lock the table against writers on every connect).
+    let triggers: String = ["memories", "relations"]
+        .iter()
+        .map(|t| {
+            format!(
+                r#"
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                   WHERE tgname = '{t}_version' AND tgrelid = '{s}.{t}'::regclass) THEN
+        CREATE TRIGGER {t}_version
+            AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.{t}
+            FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_version();
+    END IF;
+END
+$$;
+"#
+            )
+        })
+        .collect();
     format!(
         r#"
 CREATE TABLE IF NOT EXISTS {s}.memories (
@@ -63,25 +84,7 @@ BEGIN
     RETURN NULL;
 END
 $$;
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger
-                   WHERE tgname = 'memories_version'
-                     AND tgrelid = '{s}.memories'::regclass) THEN
-        CREATE TRIGGER memories_version
-            AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.memories
-            FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_version();
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger
-                   WHERE tgname = 'relations_version'
-                     AND tgrelid = '{s}.relations'::regclass) THEN
-        CREATE TRIGGER relations_version
-            AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}.relations
-            FOR EACH STATEMENT EXECUTE FUNCTION {s}.bump_version();
-    END IF;
-END
-$$;
-"#
+{triggers}"#
     )
 }
 
