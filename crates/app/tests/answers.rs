@@ -333,6 +333,8 @@ fn repeated_asks_reuse_searches_and_completions_per_tenant_and_the_trace_says_so
         std::env::var("NEURALCORE_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".into());
     config.llm.timeout_ms = 120_000;
     config.llm.max_tokens = 64;
+    // A loaded test server can be slow: no deadline cuts these LLM calls short.
+    config.control.deadline_ms = 120_000;
     config.cache.cold = ColdTierKind::Off;
     let app = open_with(&tmp.path().join("data"), config);
     let (acme, globex) = two_tenants_with_tides(&app, tmp.path());

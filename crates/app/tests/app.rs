@@ -176,3 +176,65 @@ fn bad_input_gets_the_right_category() {
     .unwrap_err();
     assert!(e.to_string().contains("postgres"), "{e}");
 }
+
+/// An LLM that accepts connections and never answers (a fixture: a listener that reads
+/// and stays silent) costs an ask no more than its deadline, though the client would wait
+/// 30 s per attempt and retry twice: the ask answers extractively from its evidence,
+/// says the LLM failed, and returns in time.
+#[test]
+fn hanging_llm_fixture_never_holds_an_ask_past_its_deadline() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            // Keep every connection open, read nothing back.
+            held.push(conn);
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    config.llm.base_url = format!("http://127.0.0.1:{port}/v1");
+    config.llm.timeout_ms = 30_000;
+    config.llm.max_retries = 2;
+    let app = App::open(
+        &tmp.path().join("data"),
+        config,
+        OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t = Tenant::default_tenant();
+    let src = write(
+        &tmp.path().join("src"),
+        "tides.md",
+        "# Tides\n\nTides are caused by the gravitational pull of the Moon on the oceans.\n",
+    );
+    app.ingest(&t, &[src], "docs", &mut ()).unwrap();
+    let opts = AskOptions {
+        collection: "docs".into(),
+        deadline_ms: Some(3_000),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let r = app
+        .ask(&t, "hang1", "What causes the tides?", &opts, false)
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "the ask took {took:?} with a 3 s deadline"
+    );
+    assert!(!r.abstained, "{}", r.answer);
+    assert!(r.answer.contains("Moon"), "{}", r.answer);
+    let said = serde_json::to_string(&r).unwrap();
+    assert!(
+        said.contains("timed out") || said.contains("deadline"),
+        "the report says why the LLM gave nothing: {said:.3000}"
+    );
+}

@@ -41,6 +41,8 @@ pub struct LlmClient {
     cache_sampled: bool,
     /// The partition completions are cached in ([`LlmClient::scoped`]); none: not cached.
     scope: Option<String>,
+    /// No request runs past this ([`LlmClient::until`]).
+    until: Option<Instant>,
 }
 
 /// A store of completions for [`LlmClient::with_cache`]: what the client asked (the
@@ -130,6 +132,7 @@ impl LlmClient {
             cache: None,
             cache_sampled: false,
             scope: None,
+            until: None,
         })
     }
 
@@ -150,6 +153,33 @@ impl LlmClient {
             scope: Some(scope.to_owned()),
             ..self.clone()
         }
+    }
+
+    /// This client with every request ending by `until` (an ask's deadline): each
+    /// attempt's timeout is cut to the time left, no retry starts (nor backoff sleeps)
+    /// past it, and a request started after it fails at once with [`LlmError::Timeout`].
+    /// A server that never answers then costs the caller no more than its deadline.
+    pub fn until(&self, until: Instant) -> Self {
+        Self {
+            until: Some(until),
+            ..self.clone()
+        }
+    }
+
+    /// Time left before [`LlmClient::until`] (`None`: no limit), or the timeout error when
+    /// none is.
+    fn left(&self) -> Result<Option<Duration>, LlmError> {
+        let Some(until) = self.until else {
+            return Ok(None);
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(LlmError::Timeout(format!(
+                "{}: the caller's deadline passed",
+                self.endpoint
+            )));
+        }
+        Ok(Some(left))
     }
 
     /// The cache, the scope and the request's cache key, when this request is cached.
@@ -255,6 +285,7 @@ impl LlmClient {
             if cancel.load(Ordering::Relaxed) {
                 return Err(LlmError::Cancelled);
             }
+            self.left()?;
             attempt += 1;
             let mut delivered = false;
             tracing::debug!(attempt, stream, endpoint = %self.endpoint, "llm request");
@@ -276,6 +307,10 @@ impl LlmClient {
                 return Err(err);
             }
             let delay = self.delay(attempt, failure.retry_after);
+            if self.left()?.is_some_and(|left| left <= delay) {
+                tracing::debug!(attempt, error = %err, "llm request failed; no time left to retry");
+                return Err(err);
+            }
             tracing::warn!(
                 attempt,
                 max_attempts,
@@ -307,6 +342,10 @@ impl LlmClient {
             .post(&self.endpoint)
             .header("Content-Type", "application/json")
             .header("Accept", accept);
+        if let Some(left) = self.left()? {
+            let whole = Duration::from_millis(self.cfg.timeout_ms).min(left);
+            rb = rb.config().timeout_global(Some(whole)).build();
+        }
         if let Some(auth) = &self.auth {
             rb = rb.header("Authorization", auth.clone());
         }

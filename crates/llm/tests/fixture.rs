@@ -377,6 +377,33 @@ fn fixture_server_slow_response_times_out_within_bounded_time() {
     assert!(elapsed < Duration::from_millis(2_000), "{elapsed:?}");
 }
 
+/// `until` bounds the whole request, retries and backoff included, whatever the client's
+/// own timeout; a request begun after it fails at once.
+#[test]
+fn fixture_server_slow_response_ends_at_the_callers_deadline() {
+    let server = FixtureServer::start(vec![
+        Reply::json(200, completion("late", 1, 1)).delayed(Duration::from_secs(5))
+    ]);
+    let c = LlmClient::new(LlmConfig {
+        timeout_ms: 30_000,
+        max_retries: 2,
+        ..cfg(&server.base_url())
+    })
+    .unwrap();
+    let t = Instant::now();
+    let err = c
+        .until(t + Duration::from_millis(600))
+        .chat(&question())
+        .unwrap_err();
+    let elapsed = t.elapsed();
+    assert!(matches!(err, LlmError::Timeout(_)), "{err:?}");
+    assert!(elapsed < Duration::from_millis(1_500), "{elapsed:?}");
+    assert_eq!(server.hits(), 1, "no retry without time for it");
+    let late = c.until(Instant::now()).chat(&question()).unwrap_err();
+    assert!(late.to_string().contains("deadline"), "{late}");
+    assert_eq!(server.hits(), 1, "nothing sent past the deadline");
+}
+
 #[test]
 fn fixture_server_stalled_stream_times_out() {
     let e = delta_event("x");
