@@ -158,7 +158,8 @@ impl App {
     }
 
     /// Keep `report` under `key` when the collection is still as it was when the ask
-    /// began (an ingest that raced the ask keeps it out), and it did not abstain for a
+    /// began and this process's indexes had caught up with it (an ingest that raced the
+    /// ask keeps it out), and it did not abstain for a
     /// reason that may pass (a budget, a failing tool).
     pub(crate) fn keep_answer(&self, ak: &AnswerKey, tenant: &Tenant, report: &AskReport) {
         let before = &ak.info;
@@ -170,7 +171,8 @@ impl App {
             .flatten()
             .is_some_and(|now| {
                 now.generation == before.generation && now.created_at == before.created_at
-            });
+            })
+            && engine.indexes_at(&before.name, before.generation);
         if !unchanged || !report.failures.is_empty() || !report.budget.skipped.is_empty() {
             return;
         }

@@ -189,7 +189,7 @@ impl Engine {
         let ranked = self.search_keys_uncached(collection, query, k, opts)?;
         let unchanged = self.store.collection(collection)?.is_some_and(|after| {
             after.generation == before.generation && after.created_at == before.created_at
-        });
+        }) && self.indexes_at(collection, before.generation);
         if ranked.fallback.is_none() && unchanged {
             self.cache.put_json(
                 &key,
@@ -203,6 +203,27 @@ impl Engine {
 }
 
 impl Engine {
+    /// Whether this process's loaded indexes of `collection` (keyword, vector) are at
+    /// `generation`. An ingest commits the store before it applies the batch to the
+    /// indexes, so a search in between reads the store's new generation and the indexes'
+    /// old contents: what it found must not be kept under the new generation (by the
+    /// search cache or the answer cache).
+    pub fn indexes_at(&self, collection: &str, generation: u64) -> bool {
+        let keyword = self
+            .indexes
+            .lock()
+            .expect("index map lock")
+            .get(collection)
+            .map(|i| i.generation());
+        let vector = self
+            .vectors
+            .lock()
+            .expect("vector map lock")
+            .get(collection)
+            .map(|i| i.generation());
+        keyword.is_none_or(|g| g == generation) && vector.is_none_or(|g| g == generation)
+    }
+
     /// `scorer`'s scores of `passages` against `query` (a reranker: `op` is
     /// [`Op::Rerank`]; an evaluator's model: [`Op::Grade`]), each cached per (tenant,
     /// settings, model, query, passage text) when `[cache]` turns that operation on. Only

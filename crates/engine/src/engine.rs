@@ -33,7 +33,7 @@ pub struct Engine {
     pub(crate) store: Box<dyn DocStore>,
     pub(crate) data_dir: Option<PathBuf>,
     index_root: Option<PathBuf>,
-    indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
+    pub(crate) indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
     pub(crate) embedder: OnceLock<Result<Arc<dyn Embedder>, String>>,
     pub(crate) vectors: Mutex<HashMap<String, Arc<VectorIndex>>>,
     pub(crate) reranker: OnceLock<Result<Arc<dyn Reranker>, String>>,
