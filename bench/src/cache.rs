@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use neuralcore_app::{App, AskOptions, Tenant};
 use neuralcore_cache::{op_tag, Cache, HotTier, KeyBuilder, Op, PgTier, RedbTier, RedisTier, Tier};
-use neuralcore_engine::{ColdTierKind, HotTierKind, SearchMode, SearchOptions};
+use neuralcore_engine::{SearchMode, SearchOptions};
 use serde_json::json;
 
 use crate::workload::{open_app, parse_arg, Workload};
@@ -68,14 +68,7 @@ pub fn bench_cache(args: &[String]) -> Result<(), String> {
     }
     let isa = neuralcore_models::isa().name();
     let texts = w.queries(w.n)?;
-    let mut config = w.config.clone();
-    config.cache.hot = HotTierKind::Memory;
-    config.cache.cold = ColdTierKind::Embedded;
-    config.cache.answer = true;
-    if let Some(url) = &llm {
-        config.llm.base_url = url.clone();
-        config.llm.model = llm_model.clone();
-    }
+    let config = w.cache_config(llm.as_deref().map(|u| (u, llm_model.as_str())));
     let collection = w.collection.clone();
     let open = |config| open_app(&w.data_dir, config, &[&collection]);
     let app = open(config.clone())?;

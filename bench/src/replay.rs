@@ -54,9 +54,9 @@ impl Kind {
 }
 
 /// One ask of the replay.
-struct Slot {
+struct Slot<'a> {
     text: String,
-    collection: &'static str,
+    collection: &'a str,
     kind: Kind,
 }
 
@@ -171,15 +171,8 @@ pub fn bench_replay(args: &[String]) -> Result<(), String> {
     let set = neuralcore_eval::load_qa(&squad).map_err(|e| e.to_string())?;
     let squad_qs: Vec<(String, Vec<String>)> =
         squad_questions(&set).into_iter().take(w.n).collect();
-    let mut config = w.config.clone();
-    config.cache.hot = HotTierKind::Memory;
-    config.cache.cold = ColdTierKind::Embedded;
-    config.cache.answer = true;
-    if let Some(url) = &llm {
-        config.llm.base_url = url.clone();
-        config.llm.model = llm_model.clone();
-    }
-    let scifact_collection: &'static str = Box::leak(w.collection.clone().into_boxed_str());
+    let config = w.cache_config(llm.as_deref().map(|u| (u, llm_model.as_str())));
+    let scifact_collection = w.collection.as_str();
     let open = |config| open_app(&w.data_dir, config, &[scifact_collection, SQUAD_COLLECTION]);
     let tenant = Tenant::default_tenant();
     {
@@ -202,7 +195,7 @@ pub fn bench_replay(args: &[String]) -> Result<(), String> {
     }
 
     // The replay: fresh questions in turn from each set, with repeats and paraphrases.
-    let mut fresh: Vec<(String, &'static str, Vec<String>)> = Vec::new();
+    let mut fresh: Vec<(String, &str, Vec<String>)> = Vec::new();
     for i in 0..w.n {
         if let Some(q) = scifact.get(i) {
             fresh.push((q.clone(), scifact_collection, Vec::new()));

@@ -57,6 +57,20 @@ impl Workload {
         })
     }
 
+    /// The data dir's config for the cache benchmarks: the hot tier in process over the
+    /// embedded cold tier, the answer cache on, and the LLM at `llm` (URL, model) if any.
+    pub fn cache_config(&self, llm: Option<(&str, &str)>) -> Config {
+        let mut config = self.config.clone();
+        config.cache.hot = neuralcore_engine::HotTierKind::Memory;
+        config.cache.cold = neuralcore_engine::ColdTierKind::Embedded;
+        config.cache.answer = true;
+        if let Some((url, model)) = llm {
+            config.llm.base_url = url.to_string();
+            config.llm.model = model.to_string();
+        }
+        config
+    }
+
     /// The texts of the first `count` queries (at least one).
     pub fn queries(&self, count: usize) -> Result<Vec<String>, String> {
         let texts: Vec<String> = std::fs::read_to_string(&self.queries)

@@ -482,6 +482,12 @@ pub struct CachedAnswer {
     pub similarity: Option<f32>,
 }
 
+/// The ask's deadline in milliseconds (0: none): its own, else `[loop] deadline_ms`.
+fn deadline_ms(o: &Orchestrator, opts: &AskOptions) -> u64 {
+    opts.deadline_ms
+        .unwrap_or(o.services.engine.config().control.deadline_ms)
+}
+
 impl Orchestrator {
     /// Answer `question` with the control loop in the run scope `run_id`. Each step is
     /// sent to `opts.events` as it happens (a failed run ends with
@@ -492,11 +498,16 @@ impl Orchestrator {
         question: &str,
         opts: &AskOptions,
     ) -> Result<AskReport, AgentError> {
-        // With a sink, an LLM answer's draft goes to it too, as `delta` events.
-        let with_deltas;
-        let o = match &opts.events {
-            Some(sink) => {
-                let mut o = self.clone();
+        // Per ask: with a sink, an LLM answer's draft goes to it too, as `delta` events;
+        // with a deadline, no LLM request outlives three quarters of it, whatever the
+        // client's timeouts and retries (a server that never answers leaves the last
+        // quarter to answer extractively from the evidence).
+        let deadline_ms = deadline_ms(self, opts);
+        let limit_llm = deadline_ms > 0 && self.services.llm.is_some();
+        let per_ask;
+        let o = if opts.events.is_some() || limit_llm {
+            let mut o = self.clone();
+            if let Some(sink) = &opts.events {
                 let before = o.services.on_delta.take();
                 let sink = sink.clone();
                 o.services.on_delta = Some(Arc::new(move |d: &str| {
@@ -505,10 +516,15 @@ impl Orchestrator {
                     }
                     sink(&LoopEvent::Delta { text: d.into() });
                 }));
-                with_deltas = o;
-                &with_deltas
             }
-            None => self,
+            if limit_llm {
+                let until = Instant::now() + Duration::from_millis(deadline_ms * 3 / 4);
+                o.services.llm = o.services.llm.map(|c| Arc::new(c.until(until)));
+            }
+            per_ask = o;
+            &per_ask
+        } else {
+            self
         };
         let report = Run::start(o, run_id, question, opts).and_then(Run::answer);
         if let (Err(e), Some(sink)) = (&report, &opts.events) {
@@ -624,7 +640,7 @@ impl<'a> Run<'a> {
         }
         let question = question.trim();
         let cfg = o.services.engine.config().control.clone();
-        let deadline_ms = opts.deadline_ms.unwrap_or(cfg.deadline_ms);
+        let deadline_ms = deadline_ms(o, opts);
         let clock = o.services.clock.clone();
         let deadline = (deadline_ms > 0).then(|| {
             Deadline::after(

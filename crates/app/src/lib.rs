@@ -315,23 +315,12 @@ impl App {
             return Ok(report);
         }
         let mut o = self.orchestrator.clone();
-        // The LLM's completions and web pages are cached in the tenant's partition. No
-        // LLM request outlives three quarters of the ask's deadline, whatever the client's
-        // timeouts and retries: a server that never answers leaves the last quarter to
-        // answer extractively from the evidence.
-        let deadline_ms = opts
-            .deadline_ms
-            .unwrap_or(self.engine().config().control.deadline_ms);
-        let until = (deadline_ms > 0).then(|| {
-            std::time::Instant::now() + std::time::Duration::from_millis(deadline_ms * 3 / 4)
-        });
-        o.services.llm = o.services.llm.as_ref().map(|c| {
-            let c = c.scoped(tenant.as_str());
-            Arc::new(match until {
-                Some(t) => c.until(t),
-                None => c,
-            })
-        });
+        // The LLM's completions and web pages are cached in the tenant's partition.
+        o.services.llm = o
+            .services
+            .llm
+            .as_ref()
+            .map(|c| Arc::new(c.scoped(tenant.as_str())));
         o.services.web = o
             .services
             .web

@@ -8,11 +8,17 @@ use neuralcore_app::{App, AppError, AskOptions, OpenOptions, SearchRequest, Tena
 use neuralcore_engine::Config;
 
 fn app() -> (tempfile::TempDir, App) {
+    app_with(|_| {})
+}
+
+/// The app over a fresh data dir, with the test model and `edit` applied to the config.
+fn app_with(edit: impl FnOnce(&mut Config)) -> (tempfile::TempDir, App) {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.embedding.model_dir = neuralcore_models::testing::model_cache()
         .display()
         .to_string();
+    edit(&mut config);
     let app = App::open(
         &tmp.path().join("data"),
         config,
@@ -192,23 +198,11 @@ fn hanging_llm_fixture_never_holds_an_ask_past_its_deadline() {
             held.push(conn);
         }
     });
-    let tmp = tempfile::tempdir().unwrap();
-    let mut config = Config::default();
-    config.embedding.model_dir = neuralcore_models::testing::model_cache()
-        .display()
-        .to_string();
-    config.llm.base_url = format!("http://127.0.0.1:{port}/v1");
-    config.llm.timeout_ms = 30_000;
-    config.llm.max_retries = 2;
-    let app = App::open(
-        &tmp.path().join("data"),
-        config,
-        OpenOptions {
-            mind: Some(neuralcore_mind::Mind::memory()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (tmp, app) = app_with(|config| {
+        config.llm.base_url = format!("http://127.0.0.1:{port}/v1");
+        config.llm.timeout_ms = 30_000;
+        config.llm.max_retries = 2;
+    });
     let t = Tenant::default_tenant();
     let src = write(
         &tmp.path().join("src"),
