@@ -102,4 +102,24 @@ if [ -s "$ASK_TIMES" ]; then
     $2 ~ /llm/ && !l++ { printf "  %.0f ms  %s: %s\n", $1, $2, $3 }
     $2 !~ /llm/ && !n++ { printf "  %.0f ms  %s: %s\n", $1, $2, $3 }' >&2
 fi
+
+# Every parser that reads outside input, fuzzed briefly (NEURALCORE_FUZZ_SECONDS per
+# target; 0 skips): cargo-fuzz on the nightly toolchain, installed when missing. A longer
+# run is `scripts/fuzz.sh 600`.
+FUZZ_SECONDS="${NEURALCORE_FUZZ_SECONDS:-10}"
+if [ "$FUZZ_SECONDS" != "0" ]; then
+  scripts/fuzz.sh "$FUZZ_SECONDS" || status=1
+fi
+
+# Dependencies against the RustSec advisory database (NEURALCORE_ADVISORY_DB, by default
+# the snapshot in ../shared), when that and cargo-audit are here: installing cargo-audit
+# takes about 12 minutes, so the suite leaves that to `scripts/audit.sh`, which does.
+ADVISORY_DB="${NEURALCORE_ADVISORY_DB:-../shared/advisory-db}"
+if ! cargo audit --version >/dev/null 2>&1; then
+  log "cargo-audit is not installed: advisories not checked (scripts/audit.sh installs it)"
+elif [ ! -d "$ADVISORY_DB/crates" ]; then
+  log "no advisory database at $ADVISORY_DB: advisories not checked"
+else
+  scripts/audit.sh "$ADVISORY_DB" || status=1
+fi
 exit "$status"

@@ -80,6 +80,36 @@ pub use config::LlmConfig;
 pub use error::LlmError;
 pub use types::{ChatMessage, ChatRequest, ChatResponse, Role, Usage};
 
+/// Entry points for the fuzz targets under `fuzz/`: built only with `--cfg fuzzing`, as
+/// `cargo fuzz` builds, so nothing here is part of the API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Read `body` as a non-streamed chat-completion answer.
+    pub fn completion(body: &[u8]) {
+        let _ = crate::wire::parse_completion(body);
+    }
+
+    /// Read `body` as a completion stream arriving in pieces cut at `cuts` (offsets,
+    /// any order): server-sent events, each event's data read as a stream chunk.
+    pub fn stream(body: &[u8], cuts: &[usize]) {
+        let mut at: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+        at.push(body.len());
+        at.sort_unstable();
+        let (mut parser, mut events, mut from) = (crate::sse::SseParser::new(), Vec::new(), 0);
+        for to in at {
+            parser.feed(&body[from..to], &mut events);
+            from = to;
+        }
+        parser.finish(&mut events);
+        for e in &events {
+            if e.data != "[DONE]" {
+                let _ = crate::wire::parse_chunk(&e.data);
+            }
+        }
+    }
+}
+
 /// A rough token count for budgeting: characters / 4, rounded up (0 for empty text).
 ///
 /// Real tokenizers give about 4 characters a token for English prose; code, numbers and

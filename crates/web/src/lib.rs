@@ -69,6 +69,24 @@ mod passages;
 mod search;
 
 pub use config::WebConfig;
+
+/// Entry points for the fuzz targets under `fuzz/`: built only with `--cfg fuzzing`, as
+/// `cargo fuzz` builds, so nothing here is part of the API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Read `body` as a SearxNG JSON answer, then cut each result's text into passages.
+    pub fn search_answer(body: &[u8]) {
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return;
+        };
+        if let Ok(results) = crate::search::parse_results(&value) {
+            for r in &results {
+                let _ = crate::passages(r.best_text(), 400);
+            }
+        }
+    }
+}
 pub use error::WebError;
 pub use guard::{refused_range, Allowed};
 pub use pages::{Page, PageFetcher, WebCache};

@@ -1,0 +1,4 @@
+//! The csv loader, and chunking, on any bytes.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| neuralcore_fuzz::load("csv", data));

@@ -1,0 +1,4 @@
+//! The json loader, and chunking, on any bytes.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| neuralcore_fuzz::load("json", data));
