@@ -25,12 +25,15 @@
 //!
 //! Every call is bounded: connecting by `connect_timeout`, each read and write by
 //! `io_timeout`; a refused, silent or slow server yields `MindError::Unavailable`. A
-//! connection that failed is dropped, never reused; idle connections are pooled.
+//! connection that failed is dropped, never reused; idle connections are pooled, and
+//! one idle for over a second is checked with a PING before reuse, so after a server
+//! restart the first call connects afresh instead of failing on a dead connection. A
+//! server still loading its data after a restart (LOADING) is `Unavailable` too.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{Connection, ConnectionLike, RedisError, RedisResult};
 
@@ -109,17 +112,30 @@ return n
 /// Poll interval of watcher threads (how soon a dropped watch is noticed).
 const WATCH_POLL: Duration = Duration::from_millis(100);
 
+/// An idle connection older than this is checked with a PING before it is used again.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
 /// The Redis backend (see [`crate::Mind::redis`]).
 pub(crate) struct RedisMind {
     client: redis::Client,
     cfg: RedisConfig,
     /// `<prefix>:<tenant>:`
     base: String,
-    pool: Mutex<Vec<Connection>>,
+    /// Idle connections, each with when it was last used.
+    pool: Mutex<Vec<(Connection, Instant)>>,
 }
 
-fn transient(e: &RedisError) -> bool {
+/// The connection failed (I/O, a timeout, refused, dropped): the server is gone or
+/// unreachable.
+fn connection_failed(e: &RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_refusal() || e.is_connection_dropped()
+}
+
+/// Worth trying again later: the connection failed, or the server said to wait (still
+/// loading its data after a restart, a failover under way: LOADING, TRYAGAIN,
+/// MASTERDOWN, CLUSTERDOWN).
+fn transient(e: &RedisError) -> bool {
+    connection_failed(e) || matches!(e.retry_method(), redis::RetryMethod::WaitAndRetry)
 }
 
 impl RedisMind {
@@ -168,20 +184,21 @@ impl RedisMind {
         Ok(con)
     }
 
-    /// Runs `f` on a pooled connection; a connection that failed is dropped.
+    /// Runs `f` on a pooled connection; a connection that failed is dropped, and with a
+    /// failure of the connection itself (I/O, timeout, refused) every idle one too.
     fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> RedisResult<T>) -> MindResult<T> {
-        let pooled = self.pool.lock().map_err(poisoned)?.pop();
-        let mut con = match pooled {
-            Some(c) => c,
-            None => self.connect()?,
-        };
+        let mut con = self.take()?;
         match f(&mut con) {
             Ok(v) => {
                 self.give_back(con)?;
                 Ok(v)
             }
             Err(e) => {
-                if !transient(&e) && con.is_open() {
+                if connection_failed(&e) {
+                    // The server went away (a restart, a failover): every idle
+                    // connection to it is as dead as this one.
+                    self.pool.lock().map_err(poisoned)?.clear();
+                } else if con.is_open() {
                     self.give_back(con)?;
                 }
                 Err(self.err(e))
@@ -189,10 +206,29 @@ impl RedisMind {
         }
     }
 
+    /// An idle connection, or a new one. One idle for longer than [`IDLE_CHECK`] is
+    /// asked for a PING first: the server may have restarted since (every idle
+    /// connection is then dropped), and a command sent on a dead connection fails even
+    /// though the server is back.
+    fn take(&self) -> MindResult<Connection> {
+        let pooled = self.pool.lock().map_err(poisoned)?.pop();
+        match pooled {
+            Some((con, used)) if used.elapsed() < IDLE_CHECK => Ok(con),
+            Some((mut con, _)) => match redis::cmd("PING").query::<String>(&mut con) {
+                Ok(_) => Ok(con),
+                Err(_) => {
+                    self.pool.lock().map_err(poisoned)?.clear();
+                    self.connect()
+                }
+            },
+            None => self.connect(),
+        }
+    }
+
     fn give_back(&self, con: Connection) -> MindResult<()> {
         let mut pool = self.pool.lock().map_err(poisoned)?;
         if pool.len() < self.cfg.pool_size {
-            pool.push(con);
+            pool.push((con, Instant::now()));
         }
         Ok(())
     }

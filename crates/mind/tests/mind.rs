@@ -439,3 +439,137 @@ mod model {
         }
     }
 }
+
+/// A private `redis-server` on `port` persisting every write (`appendfsync always`) in
+/// `dir`, so a `kill -9` loses nothing it acknowledged.
+fn start_private_redis(port: u16, dir: &std::path::Path) -> std::process::Child {
+    let child = std::process::Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server (scripts/test.sh installs it)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ping = std::process::Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "ping"])
+            .output();
+        if ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG") {
+            return child;
+        }
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn redis_killed_and_restarted_mid_writes_loses_no_acknowledged_write_and_serves_again() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = start_private_redis(port, dir.path());
+    let mut cfg = RedisConfig::new(format!("redis://127.0.0.1:{port}/"));
+    cfg.prefix = unique_prefix();
+    cfg.connect_timeout = Duration::from_millis(300);
+    cfg.io_timeout = Duration::from_millis(500);
+    cfg.pool_size = 4;
+    let mind = Arc::new(Mind::redis(cfg, MindConfig::default()).unwrap());
+
+    // Four writers, each its own keys, through the pool; each records the writes Redis
+    // acknowledged and checks every failure is a quick Unavailable.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (mind, stop) = (mind.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut acked, mut failed) = (Vec::new(), 0usize);
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("w{w}.k{i}");
+                    let t = Instant::now();
+                    match mind.global().write(&key, json!(i), "w", None) {
+                        Ok(_) => acked.push(key),
+                        Err(MindError::Unavailable(_)) => {
+                            failed += 1;
+                            assert!(t.elapsed() < Duration::from_secs(3), "a write hung");
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(e) => panic!("a write failed otherwise than Unavailable: {e}"),
+                    }
+                    i += 1;
+                }
+                (acked, failed)
+            })
+        })
+        .collect();
+
+    std::thread::sleep(Duration::from_millis(400));
+    server.kill().unwrap(); // SIGKILL, mid-writes
+    server.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let mut server = start_private_redis(port, dir.path());
+    std::thread::sleep(Duration::from_millis(400));
+    stop.store(true, Ordering::Relaxed);
+    let results: Vec<(Vec<String>, usize)> =
+        writers.into_iter().map(|w| w.join().unwrap()).collect();
+
+    let failed: usize = results.iter().map(|r| r.1).sum();
+    assert!(
+        failed > 0,
+        "no write saw the server down: the kill came too late"
+    );
+    for (acked, _) in &results {
+        assert!(!acked.is_empty());
+        for key in acked {
+            assert!(
+                mind.global().read(key).unwrap().is_some(),
+                "{key} was acknowledged before the kill and is gone"
+            );
+        }
+    }
+    // Back: every call works at once, none fails on a connection left from before.
+    for i in 0..20 {
+        mind.global()
+            .write(&format!("after.{i}"), json!(i), "w", None)
+            .unwrap_or_else(|e| panic!("call {i} after the restart failed: {e}"));
+    }
+
+    // Restarted while idle: the pool is full of connections to the old process, and
+    // the first call after the restart must still work.
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let mind = mind.clone();
+            std::thread::spawn(move || mind.global().read("after.0").unwrap())
+        })
+        .collect();
+    for r in readers {
+        assert!(r.join().unwrap().is_some());
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut server = start_private_redis(port, dir.path());
+    std::thread::sleep(Duration::from_millis(1200));
+    for i in 0..8 {
+        let e = mind
+            .global()
+            .read(&format!("after.{i}"))
+            .unwrap_or_else(|e| panic!("read {i} after an idle restart failed: {e}"));
+        assert!(e.is_some(), "after.{i} is gone");
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
