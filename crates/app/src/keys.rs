@@ -122,12 +122,15 @@ fn same(a: &str, b: &str) -> bool {
 impl KeyStore {
     /// Open (or create) `<data dir>/auth.redb`.
     pub fn open(data_dir: &Path) -> Result<KeyStore, AppError> {
-        std::fs::create_dir_all(data_dir).map_err(internal)?;
-        let db = redb::Database::create(data_dir.join("auth.redb")).map_err(|e| match e {
+        let path = data_dir.join("auth.redb");
+        // The file and the cause, so a user can act on it (a read-only or full disk).
+        let at = |e: &dyn std::fmt::Display| internal(format!("{}: {e}", path.display()));
+        std::fs::create_dir_all(data_dir).map_err(|e| at(&e))?;
+        let db = redb::Database::create(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
                 "the auth store is open in another process (a running server?)".into(),
             ),
-            other => internal(other),
+            other => at(&other),
         })?;
         let txn = db.begin_write().map_err(internal)?;
         txn.open_table(TENANTS).map_err(internal)?;
