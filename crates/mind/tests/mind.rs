@@ -443,7 +443,7 @@ mod model {
 /// A private `redis-server` on `port` persisting every write (`appendfsync always`) in
 /// `dir`, so a `kill -9` loses nothing it acknowledged.
 fn start_private_redis(port: u16, dir: &std::path::Path) -> std::process::Child {
-    let child = std::process::Command::new("redis-server")
+    let mut child = std::process::Command::new("redis-server")
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args([
             "--save",
@@ -459,16 +459,21 @@ fn start_private_redis(port: u16, dir: &std::path::Path) -> std::process::Child 
         .spawn()
         .expect("redis-server (scripts/test.sh installs it)");
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let ping = std::process::Command::new("redis-cli")
+    let pong = || {
+        std::process::Command::new("redis-cli")
             .args(["-p", &port.to_string(), "ping"])
-            .output();
-        if ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG") {
-            return child;
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG")
+    };
+    while !pong() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("redis-server did not start");
         }
-        assert!(Instant::now() < deadline, "redis-server did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
+    child
 }
 
 #[test]
