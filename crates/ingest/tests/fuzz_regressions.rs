@@ -76,3 +76,28 @@ fn a_pdf_naming_an_object_it_lacks_is_a_parse_error() {
         "{err}"
     );
 }
+
+#[test]
+fn a_pdf_whose_page_tree_loops_is_refused_at_once() {
+    // Found by `scripts/fuzz.sh 600` (load_pdf, a timeout): a page's /Parent chain comes
+    // back to itself, and pdf-extract follows it forever looking for inherited
+    // attributes (a hang in release builds, a stack overflow in debug ones).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions/load_pdf/page-tree-parent-cycle.pdf");
+    let options = LoaderOptions::default();
+    let input = SourceInput {
+        path: &path,
+        default_title: "input",
+        options: &options,
+    };
+    let started = std::time::Instant::now();
+    let err = loader_for(&path)
+        .unwrap()
+        .load(&input, &mut |_| Ok(()))
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Parse(m) if m.contains("loops back on itself")),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -3,6 +3,8 @@
 //! Extraction uses `pdf-extract`, which can panic on malformed files; it runs under
 //! `catch_unwind` on a helper thread with a large stack (deeply nested objects recurse
 //! deeply), so a bad PDF becomes [`LoadError::Parse`] instead of taking the process down.
+//! A page tree whose `/Parent` chain loops, which pdf-extract would follow forever, is
+//! refused before extraction.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -58,11 +60,7 @@ impl Loader for PdfLoader {
 
 /// Text of each page; a parser error or panic becomes [`LoadError::Parse`].
 fn extract_pages(bytes: Vec<u8>) -> Result<Vec<String>, LoadError> {
-    let run = move || {
-        catch_unwind(AssertUnwindSafe(|| {
-            pdf_extract::extract_text_from_mem_by_pages(&bytes)
-        }))
-    };
+    let run = move || catch_unwind(AssertUnwindSafe(|| extract_text(&bytes)));
     let outcome = match std::thread::Builder::new()
         .name("pdf-extract".into())
         .stack_size(EXTRACT_STACK_BYTES)
@@ -89,6 +87,65 @@ fn extract_pages(bytes: Vec<u8>) -> Result<Vec<String>, LoadError> {
             )))
         }
     }
+}
+
+/// Why a PDF's text cannot be extracted.
+enum ExtractError {
+    Pdf(pdf_extract::OutputError),
+    /// A structure the extractor would follow forever.
+    Malformed(String),
+}
+
+impl std::fmt::Display for ExtractError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExtractError::Pdf(e) => write!(f, "{e}"),
+            ExtractError::Malformed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The text of each page, as `pdf_extract::extract_text_from_mem_by_pages` gives it, but
+/// refusing first what would make it run forever: a page whose `/Parent` chain comes
+/// back to itself (pdf-extract looks inherited attributes up that chain with no end; a
+/// file fuzzing found, kept in fuzz/regressions/load_pdf).
+fn extract_text(bytes: &[u8]) -> Result<Vec<String>, ExtractError> {
+    use pdf_extract::{Document, Object, OutputError, PlainTextOutput};
+    let mut doc = Document::load_mem(bytes).map_err(|e| ExtractError::Pdf(e.into()))?;
+    if doc.is_encrypted() {
+        // What pdf-extract does: the empty user password opens most "protected" files.
+        doc.decrypt("")
+            .map_err(|e| ExtractError::Pdf(OutputError::PdfError(e)))?;
+    }
+    for (n, id) in doc.get_pages() {
+        let mut seen = std::collections::HashSet::from([id]);
+        let mut at = id;
+        while let Ok(Object::Reference(parent)) = doc
+            .get_dictionary(at)
+            .and_then(|d| d.get(b"Parent"))
+            .cloned()
+        {
+            if !seen.insert(parent) {
+                return Err(ExtractError::Malformed(format!(
+                    "malformed PDF: the page tree loops back on itself above page {n}"
+                )));
+            }
+            at = parent;
+        }
+    }
+    let mut pages = Vec::new();
+    for n in 1.. {
+        let mut text = String::new();
+        let done = {
+            let mut out = PlainTextOutput::new(&mut text);
+            pdf_extract::output_doc_page(&doc, &mut out, n).is_err()
+        };
+        if done {
+            break;
+        }
+        pages.push(text);
+    }
+    Ok(pages)
 }
 
 #[cfg(test)]
