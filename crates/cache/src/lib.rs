@@ -64,12 +64,43 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// Largest value cached by default, in bytes (a larger one is not cached).
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 4 * 1024 * 1024;
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch: what entries' expiry and age are kept in (they
+/// outlive the process, and tiers are shared between processes).
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
+    let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+        .unwrap_or(0);
+    #[cfg(test)]
+    let ms = ms.saturating_add_signed(wall_clock_shift::get());
+    ms
+}
+
+/// Milliseconds on a monotonic clock since the process first asked (never 0): what a
+/// failed tier's rest is measured with, so a jump of the wall clock neither keeps a
+/// tier bypassed (a jump back) nor ends its rest early (a jump forward).
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let elapsed = START.get_or_init(std::time::Instant::now).elapsed();
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX) + 1
+}
+
+/// Tests move this thread's wall clock (`now_ms`) to see what a clock jump does.
+#[cfg(test)]
+mod wall_clock_shift {
+    use std::cell::Cell;
+
+    thread_local! {
+        static SHIFT_MS: Cell<i64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn get() -> i64 {
+        SHIFT_MS.with(Cell::get)
+    }
+
+    pub(crate) fn set(ms: i64) {
+        SHIFT_MS.with(|s| s.set(ms));
+    }
 }
 
 /// The tag every entry of `tenant` carries.
@@ -133,7 +164,7 @@ pub struct Cached {
 /// One tier and its breaker.
 struct Guarded {
     tier: Arc<dyn Tier>,
-    /// Skip the tier until this time (ms; 0 = up).
+    /// Skip the tier until this time ([`mono_ms`]; 0 = up).
     down_until_ms: AtomicU64,
     errors: AtomicU64,
     bypassed: AtomicU64,
@@ -153,7 +184,7 @@ impl Guarded {
     /// failed.
     fn call<T>(&self, f: impl FnOnce(&dyn Tier) -> Result<T, TierError>) -> Option<T> {
         let until = self.down_until_ms.load(Ordering::Relaxed);
-        if until != 0 && now_ms() < until {
+        if until != 0 && mono_ms() < until {
             self.bypassed.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -167,7 +198,7 @@ impl Guarded {
             }
             Err(e) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
-                let next = now_ms() + RETRY_AFTER.as_millis() as u64;
+                let next = mono_ms() + RETRY_AFTER.as_millis() as u64;
                 if self.down_until_ms.swap(next, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         "cache tier failed, bypassed for {}s: {e}",
@@ -444,5 +475,97 @@ impl Cache {
             .chain(self.cold.iter().map(|g| tier("cold", g)))
             .collect();
         CacheStats { ops, tiers }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// A tier that fails every call, counting them.
+    struct Failing(AtomicUsize);
+
+    impl Failing {
+        fn fail<T>(&self) -> Result<T, TierError> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Err(TierError::new("failing", "connection refused"))
+        }
+    }
+
+    impl Tier for Failing {
+        fn name(&self) -> &'static str {
+            "failing"
+        }
+        fn get(&self, _: &str) -> Result<Option<Vec<u8>>, TierError> {
+            self.fail()
+        }
+        fn put(
+            &self,
+            _: &str,
+            _: Vec<u8>,
+            _: Option<Duration>,
+            _: &[String],
+        ) -> Result<(), TierError> {
+            self.fail()
+        }
+        fn delete(&self, _: &str) -> Result<bool, TierError> {
+            self.fail()
+        }
+        fn delete_tag(&self, _: &str) -> Result<usize, TierError> {
+            self.fail()
+        }
+        fn clear(&self) -> Result<usize, TierError> {
+            self.fail()
+        }
+        fn usage(&self) -> Result<TierUsage, TierError> {
+            self.fail()
+        }
+    }
+
+    #[test]
+    fn a_failed_tier_rests_for_retry_after_whatever_the_wall_clock_does() {
+        let failing = Arc::new(Failing(AtomicUsize::new(0)));
+        let cache = Cache::new(Some(failing.clone()), None);
+        let key = KeyBuilder::new("acme", Op::Search).str("q").finish();
+        let calls = || failing.0.load(Ordering::Relaxed);
+        assert!(cache.get(&key).is_none());
+        assert_eq!(calls(), 1);
+        // The wall clock jumps an hour back while the tier rests: the rest still ends.
+        wall_clock_shift::set(-3_600_000);
+        assert!(cache.get(&key).is_none());
+        assert_eq!(calls(), 1, "tried while resting");
+        std::thread::sleep(RETRY_AFTER + Duration::from_millis(150));
+        assert!(cache.get(&key).is_none());
+        assert_eq!(calls(), 2, "still bypassed after its rest, by a clock jump");
+        // And an hour forward does not end the rest that just began.
+        wall_clock_shift::set(3_600_000);
+        assert!(cache.get(&key).is_none());
+        assert_eq!(calls(), 2, "a clock jump ended the rest early");
+        wall_clock_shift::set(0);
+    }
+
+    #[test]
+    fn entries_expire_by_the_wall_clock_and_a_jump_back_never_serves_a_wrong_age() {
+        let cache = Cache::new(Some(Arc::new(MemoryTier::new())), None);
+        let key = KeyBuilder::new("acme", Op::Search).str("q").finish();
+        cache.put(&key, b"hits", Some(Duration::from_secs(60)), &[]);
+        // A second back (within the skew allowed between machines): served, aged 0,
+        // not a wrapped-around age.
+        wall_clock_shift::set(-1_000);
+        let c = cache.get(&key).expect("served after a small jump back");
+        assert_eq!(c.age_ms, 0);
+        // Two minutes on, past its 60 s: gone, though the tier's own clock says live.
+        wall_clock_shift::set(120_000);
+        assert!(cache.get(&key).is_none(), "served past its expiry");
+        // Written "in the future" of an hour-back clock: not trusted, a miss.
+        cache.put(&key, b"hits", Some(Duration::from_secs(60)), &[]);
+        wall_clock_shift::set(-3_600_000);
+        assert!(
+            cache.get(&key).is_none(),
+            "an entry from the future was served"
+        );
+        wall_clock_shift::set(0);
     }
 }
