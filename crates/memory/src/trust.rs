@@ -148,6 +148,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_clock_jump_keeps_trust_and_status_sane() {
+        let c = TrustConfig::default();
+        let day = DAY_MS as u64;
+        let (written, used) = (100 * day, 90 * day);
+        // Back, before the memory was written or used: no decay, never a rise or NaN.
+        for now in [0, 50 * day, written - 1] {
+            assert_eq!(decayed(0.8, written, used, now, &c), 0.8);
+        }
+        // Forward to the end of time: decays to 0, stays a number in [0, 1].
+        for now in [written + 100_000 * day, u64::MAX] {
+            let t = decayed(0.8, written, used, now, &c);
+            assert!(t.is_finite() && (0.0..=1.0).contains(&t), "{t}");
+        }
+        // A jump back never purges an archived memory nor restores one.
+        let archived = Some(written);
+        assert_eq!(
+            next_status(Status::Archived, 0.0, archived, written - day, &c),
+            Status::Archived
+        );
+        assert_eq!(
+            next_status(Status::Archived, 0.0, archived, 0, &c),
+            Status::Archived
+        );
+    }
+
+    #[test]
     fn steps_are_as_designed() {
         let c = TrustConfig::default();
         assert!((after_signal(0.5, Signal::Used, &c) - 0.55).abs() < 1e-12);
