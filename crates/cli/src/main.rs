@@ -309,6 +309,13 @@ enum Command {
         /// Requests doing work (search, ask, writes) at once; more wait for a place.
         #[arg(long, default_value_t = 8)]
         max_concurrency: usize,
+        /// Requests that may wait for a place at once; more are refused at once with a
+        /// 503 and Retry-After.
+        #[arg(long, default_value_t = 64)]
+        max_queue: usize,
+        /// Longest a request waits for a place before a 503, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        queue_timeout_ms: u64,
         /// Longest a request may take, in milliseconds (an ask's deadline is capped at it).
         #[arg(long, default_value_t = 60_000)]
         request_timeout_ms: u64,
@@ -1207,6 +1214,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve {
             addr,
             max_concurrency,
+            max_queue,
+            queue_timeout_ms,
             request_timeout_ms,
             max_body_bytes,
             max_upload_bytes,
@@ -1218,6 +1227,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 addr,
                 max_body_bytes,
                 max_concurrency,
+                max_queue,
+                queue_timeout: std::time::Duration::from_millis(queue_timeout_ms),
                 request_timeout: std::time::Duration::from_millis(request_timeout_ms),
                 rate_per_minute,
                 max_upload_bytes,

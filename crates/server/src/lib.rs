@@ -47,6 +47,11 @@ pub struct ServeOptions {
     pub max_body_bytes: usize,
     /// Blocking requests (search, ask, writes) run at once; more wait for a place.
     pub max_concurrency: usize,
+    /// Requests that may wait for a place at once; one more is refused at once with a
+    /// 503 and `Retry-After` (shed, not queued until the client's own timeout).
+    pub max_queue: usize,
+    /// Longest a request waits for a place before a 503 (capped at `request_timeout`).
+    pub queue_timeout: Duration,
     /// Longest a request may take (an ask's loop deadline is capped at it).
     pub request_timeout: Duration,
     /// Requests a minute per API key (0: no limit).
@@ -61,6 +66,8 @@ impl Default for ServeOptions {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body_bytes: 2 * 1024 * 1024,
             max_concurrency: 8,
+            max_queue: 64,
+            queue_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             rate_per_minute: 600,
             max_upload_bytes: 64 * 1024 * 1024,
@@ -76,6 +83,8 @@ pub struct State {
     /// without any.
     pub(crate) keys: Option<Arc<KeyStore>>,
     pub(crate) pool: Arc<Semaphore>,
+    /// Requests waiting for a place in `pool`.
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
     pub(crate) opts: ServeOptions,
     pub(crate) limiter: auth::RateLimiter,
     pub(crate) metrics: metrics::Metrics,
@@ -90,6 +99,7 @@ impl State {
             app: Arc::new(app),
             keys: required.then(|| Arc::new(keys)),
             pool: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
+            waiting: Arc::default(),
             limiter: auth::RateLimiter::new(opts.rate_per_minute),
             metrics: metrics::Metrics::default(),
             opts,
@@ -106,8 +116,8 @@ impl State {
         self.keys.is_some()
     }
 
-    /// Run `f` on the blocking pool once a place is free (503 when none frees within
-    /// the request deadline).
+    /// Run `f` on the blocking pool once a place is free ([`State::place`]: a 503 when
+    /// the queue is full or none frees in time).
     /// [`State::blocking`] for short work (a search). On an idle server it runs on this
     /// worker thread, which hands its other tasks to the runtime meanwhile
     /// (`block_in_place`): no hop to a pool thread and back, a lower latency. Under load
@@ -121,12 +131,41 @@ impl State {
         if self.pool.available_permits() < self.opts.max_concurrency.max(1) {
             return self.blocking(f).await;
         }
-        let _permit =
-            tokio::time::timeout(self.opts.request_timeout, self.pool.clone().acquire_owned())
-                .await
-                .map_err(|_| ApiError::busy("the server is busy; try again", 2))?
-                .map_err(|_| ApiError::busy("the server is shutting down", 5))?;
+        let _permit = self.place().await?;
         tokio::task::block_in_place(|| f(&self.app)).map_err(ApiError::from)
+    }
+
+    /// A place to do work: at once when one is free; else a wait among at most
+    /// `max_queue` others, for at most `queue_timeout`; else a 503 with `Retry-After`.
+    async fn place(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+        use std::sync::atomic::Ordering;
+        if let Ok(p) = self.pool.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        /// Leaves the queue however the wait ends (a place, a timeout, a client gone).
+        struct Waiting(Arc<std::sync::atomic::AtomicUsize>);
+        impl Drop for Waiting {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.opts.max_queue {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            self.metrics.shed();
+            return Err(ApiError::busy(
+                "the server is at capacity and its queue is full; try again",
+                1,
+            ));
+        }
+        let _waiting = Waiting(self.waiting.clone());
+        let wait = self.opts.queue_timeout.min(self.opts.request_timeout);
+        tokio::time::timeout(wait, self.pool.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                self.metrics.shed();
+                ApiError::busy("the server is busy; try again", 2)
+            })?
+            .map_err(|_| ApiError::busy("the server is shutting down", 5))
     }
 
     pub(crate) async fn blocking<T, F>(&self, f: F) -> Result<T, ApiError>
@@ -134,11 +173,7 @@ impl State {
         T: Send + 'static,
         F: FnOnce(&App) -> Result<T, AppError> + Send + 'static,
     {
-        let permit =
-            tokio::time::timeout(self.opts.request_timeout, self.pool.clone().acquire_owned())
-                .await
-                .map_err(|_| ApiError::busy("the server is busy; try again", 2))?
-                .map_err(|_| ApiError::busy("the server is shutting down", 5))?;
+        let permit = self.place().await?;
         let app = self.app.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;

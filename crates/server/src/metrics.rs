@@ -66,6 +66,8 @@ struct Inner {
     stages: BTreeMap<String, Histogram>,
     /// asks by how they ended (method: extractive, llm, abstain, ...).
     asks: BTreeMap<String, u64>,
+    /// requests refused for want of a place (a full queue, or none free in time).
+    shed: u64,
 }
 
 /// The server's metrics.
@@ -89,6 +91,11 @@ impl Metrics {
             .entry(route.to_string())
             .or_default()
             .observe(secs);
+    }
+
+    /// One request refused for want of a place to run (a 503).
+    pub fn shed(&self) {
+        self.lock().shed += 1;
     }
 
     /// The stage timings of one ask.
@@ -153,6 +160,8 @@ impl Metrics {
                 escape(method)
             );
         }
+        out.push_str("# HELP neuralcore_requests_shed_total Requests refused with a 503 because every place was taken and the wait queue was full or did not move in time.\n# TYPE neuralcore_requests_shed_total counter\n");
+        let _ = writeln!(out, "neuralcore_requests_shed_total {}", m.shed);
         out.push_str(
             "# HELP neuralcore_jobs Ingest jobs by state.\n# TYPE neuralcore_jobs gauge\n",
         );

@@ -453,6 +453,80 @@ fn the_rate_limit_answers_429_with_retry_after() {
 }
 
 #[test]
+fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts() {
+    // One place to work and one to wait: of 24 asks sent at once, most find both taken
+    // and must be refused at once, not held until the client gives up.
+    let s = server(
+        ServeOptions {
+            max_concurrency: 1,
+            max_queue: 1,
+            queue_timeout: Duration::from_secs(30),
+            rate_per_minute: 0,
+            ..loopback()
+        },
+        |_| {},
+    );
+    let a = s.addr;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(24));
+    let clients: Vec<_> = (0..24)
+        .map(|i| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                let body = json!({"question": format!("When does the acme rocket launch? ({i})"),
+                    "collection": "docs"});
+                start.wait();
+                let t = Instant::now();
+                let r = req(a, "POST", "/v1/ask", None, Some(&body));
+                (r, t.elapsed())
+            })
+        })
+        .collect();
+    let results: Vec<(Resp, Duration)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let mut shed = 0;
+    for (r, took) in &results {
+        match r.status {
+            200 => {}
+            503 => {
+                shed += 1;
+                let p = r.problem(503, "unavailable");
+                assert!(
+                    p["detail"].as_str().unwrap().contains("queue is full"),
+                    "{p}"
+                );
+                let wait: u64 = r.headers["retry-after"].parse().unwrap();
+                assert!((1..=5).contains(&wait), "{wait}");
+                assert!(
+                    *took < Duration::from_secs(2),
+                    "a shed request took {took:?}"
+                );
+            }
+            other => panic!("{other}: {}", String::from_utf8_lossy(&r.body)),
+        }
+    }
+    let answered = results.len() - shed;
+    assert!(
+        shed > 0,
+        "24 asks at once on one place and one queue slot: none shed"
+    );
+    assert!(answered >= 2, "only {answered} answered");
+    let metrics = req(a, "GET", "/metrics", None, None);
+    let text = String::from_utf8_lossy(&metrics.body).to_string();
+    assert!(
+        text.contains(&format!("neuralcore_requests_shed_total {shed}")),
+        "{text}"
+    );
+    // And the server answers normally once the burst is over.
+    let r = req(
+        a,
+        "POST",
+        "/v1/ask",
+        None,
+        Some(&json!({"question": "When does the acme rocket launch?", "collection": "docs"})),
+    );
+    assert_eq!(r.status, 200);
+}
+
+#[test]
 fn a_public_address_without_keys_is_refused() {
     let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
     let e = neuralcore_server::check_bind(&any, false).unwrap_err();
