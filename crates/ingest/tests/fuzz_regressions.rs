@@ -55,22 +55,28 @@ fn inputs_fuzzing_found_failures_with_load_without_a_panic() {
     }
 }
 
-#[test]
-fn a_pdf_naming_an_object_it_lacks_is_a_parse_error() {
-    // Found by `scripts/fuzz.sh` (load_pdf): pdf-extract panics on a font reference to a
-    // missing object; the loader must say the PDF is invalid.
+/// Load `fuzz/regressions/load_pdf/NAME` with the default options.
+fn load_pdf(name: &str) -> Result<(), LoadError> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/regressions/load_pdf/font-object-missing.pdf");
+        .join("../../fuzz/regressions/load_pdf")
+        .join(name);
     let options = LoaderOptions::default();
     let input = SourceInput {
         path: &path,
         default_title: "input",
         options: &options,
     };
-    let err = loader_for(&path)
+    loader_for(&path)
         .unwrap()
         .load(&input, &mut |_| Ok(()))
-        .unwrap_err();
+        .map(|_| ())
+}
+
+#[test]
+fn a_pdf_naming_an_object_it_lacks_is_a_parse_error() {
+    // Found by `scripts/fuzz.sh` (load_pdf): pdf-extract panics on a font reference to a
+    // missing object; the loader must say the PDF is invalid.
+    let err = load_pdf("font-object-missing.pdf").unwrap_err();
     assert!(
         matches!(&err, LoadError::Parse(m) if m.contains("panicked") && m.contains("missing object")),
         "{err}"
@@ -82,19 +88,8 @@ fn a_pdf_whose_page_tree_loops_is_refused_at_once() {
     // Found by `scripts/fuzz.sh 600` (load_pdf, a timeout): a page's /Parent chain comes
     // back to itself, and pdf-extract follows it forever looking for inherited
     // attributes (a hang in release builds, a stack overflow in debug ones).
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/regressions/load_pdf/page-tree-parent-cycle.pdf");
-    let options = LoaderOptions::default();
-    let input = SourceInput {
-        path: &path,
-        default_title: "input",
-        options: &options,
-    };
     let started = std::time::Instant::now();
-    let err = loader_for(&path)
-        .unwrap()
-        .load(&input, &mut |_| Ok(()))
-        .unwrap_err();
+    let err = load_pdf("page-tree-parent-cycle.pdf").unwrap_err();
     assert!(
         matches!(&err, LoadError::Parse(m) if m.contains("loops back on itself")),
         "{err}"
