@@ -44,6 +44,10 @@ if [ "$#" -gt 0 ]; then
 else
   mapfile -t TARGETS < <(cargo +nightly fuzz list)
 fi
+if [ "${#TARGETS[@]}" -eq 0 ]; then
+  log "no fuzz targets found (cargo fuzz list failed?)"
+  exit 1
+fi
 
 failed=()
 printf '%-16s %10s %8s %s\n' target runs corpus result >&2
@@ -57,7 +61,7 @@ for t in "${TARGETS[@]}"; do
     -max_total_time="$SECS" -timeout="$TIMEOUT_S" -rss_limit_mb="$RSS_MB" \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" \
     >"$out" 2>&1 || status=$?
-  runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" | awk '{print $2}' | tail -n1)"
+  runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" | awk '{print $2}' | tail -n1 || true)"
   units="$(find "$corpus" -type f | wc -l)"
   if [ "$status" -eq 0 ]; then
     result="ok"

@@ -106,7 +106,11 @@ fi
 # Every parser that reads outside input, fuzzed briefly (NEURALCORE_FUZZ_SECONDS per
 # target; 0 skips): cargo-fuzz on the nightly toolchain, installed when missing. A longer
 # run is `scripts/fuzz.sh 600`.
+# A filtered run (arguments for nextest) skips this and the audit below.
 FUZZ_SECONDS="${NEURALCORE_FUZZ_SECONDS:-10}"
+if [ "$#" -gt 0 ]; then
+  FUZZ_SECONDS=0
+fi
 if [ "$FUZZ_SECONDS" != "0" ]; then
   scripts/fuzz.sh "$FUZZ_SECONDS" || status=1
 fi
@@ -115,7 +119,9 @@ fi
 # the snapshot in ../shared), when that and cargo-audit are here: installing cargo-audit
 # takes about 12 minutes, so the suite leaves that to `scripts/audit.sh`, which does.
 ADVISORY_DB="${NEURALCORE_ADVISORY_DB:-../shared/advisory-db}"
-if ! cargo audit --version >/dev/null 2>&1; then
+if [ "$#" -gt 0 ]; then
+  :
+elif ! cargo audit --version >/dev/null 2>&1; then
   log "cargo-audit is not installed: advisories not checked (scripts/audit.sh installs it)"
 elif [ ! -d "$ADVISORY_DB/crates" ]; then
   log "no advisory database at $ADVISORY_DB: advisories not checked"

@@ -135,7 +135,19 @@ fn connection_failed(e: &RedisError) -> bool {
 /// loading its data after a restart, a failover under way: LOADING, TRYAGAIN,
 /// MASTERDOWN, CLUSTERDOWN).
 fn transient(e: &RedisError) -> bool {
-    connection_failed(e) || matches!(e.retry_method(), redis::RetryMethod::WaitAndRetry)
+    use redis::ServerErrorKind as K;
+    // A transaction (a batch write) aborted because its commands were refused with
+    // LOADING and the like is as transient as one such command.
+    connection_failed(e)
+        || matches!(e.retry_method(), redis::RetryMethod::WaitAndRetry)
+        || e.clone().into_server_errors().is_some_and(|errs| {
+            errs.iter().any(|(_, se)| {
+                matches!(
+                    se.kind(),
+                    Some(K::BusyLoading | K::TryAgain | K::MasterDown | K::ClusterDown)
+                )
+            })
+        })
 }
 
 impl RedisMind {
@@ -215,11 +227,13 @@ impl RedisMind {
         match pooled {
             Some((con, used)) if used.elapsed() < IDLE_CHECK => Ok(con),
             Some((mut con, _)) => match redis::cmd("PING").query::<String>(&mut con) {
-                Ok(_) => Ok(con),
-                Err(_) => {
+                Err(e) if connection_failed(&e) => {
                     self.pool.lock().map_err(poisoned)?.clear();
                     self.connect()
                 }
+                // Alive, though the server refused the PING (still loading, say): the
+                // call itself will get the same answer and say so.
+                _ => Ok(con),
             },
             None => self.connect(),
         }

@@ -269,7 +269,9 @@ pub fn router(state: Arc<State>) -> Router {
                 neuralcore_mcp::HttpLimits {
                     keyless: !state.requires_keys(),
                     pool: state.pool.clone(),
-                    wait: state.opts.request_timeout,
+                    // The same longest wait for a place as the REST routes; MCP
+                    // calls do not count against --max-queue.
+                    wait: state.opts.queue_timeout.min(state.opts.request_timeout),
                     max_body_bytes: max_body,
                 },
             ),

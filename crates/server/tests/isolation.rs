@@ -17,6 +17,9 @@ use std::sync::Arc;
 use common::*;
 use serde_json::{json, Value};
 
+/// What acme asks, over and over, and globex asks too.
+const ACME_QUESTION: &str = "What is the vault code?";
+
 /// What only acme's data holds.
 const SECRETS: [&str; 2] = ["ZQX4471", "Kourou"];
 
@@ -76,7 +79,7 @@ fn ask(a: SocketAddr, key: &str) -> Value {
         "POST",
         "/v1/ask",
         Some(key),
-        Some(&json!({"question": "What is the vault code?", "collection": "vault"})),
+        Some(&json!({"question": ACME_QUESTION, "collection": "vault"})),
     );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.json()
@@ -134,8 +137,9 @@ fn request_for(
         schemas.get(schema).is_some() || schema.is_empty(),
         "{path}: schema {schema} is not in the document"
     );
-    // Never a secret in what globex sends: answers and runs echo the question.
-    let q = "Where is the vault and what is its code?";
+    // Acme's own question, word for word (never a secret in what globex sends: answers
+    // and runs echo it), so a cache key missing the tenant would serve acme's answer.
+    let q = ACME_QUESTION;
     let body = match schema {
         "AcaiRequest" => json!({"message": q}),
         "AskRequest" => json!({"question": q, "collection": "vault"}),
@@ -158,7 +162,14 @@ fn request_for(
 #[test]
 fn no_documented_route_shows_one_tenant_anything_of_another_even_under_concurrency() {
     let mut made = HashMap::new();
-    let s = server(loopback(), |ks| made = acme_and_globex(ks));
+    // No rate limit: acme asks without pause for as long as globex probes.
+    let s = server(
+        neuralcore_server::ServeOptions {
+            rate_per_minute: 0,
+            ..loopback()
+        },
+        |ks| made = acme_and_globex(ks),
+    );
     let a = s.addr;
     let (acme_key, globex_key) = (made["acme"].clone(), made["globex"].clone());
     let acme = Arc::new(setup_acme(a, &acme_key));
@@ -184,6 +195,15 @@ fn no_documented_route_shows_one_tenant_anything_of_another_even_under_concurren
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 ask(a, &key);
+                // The search globex sends too, so its results sit in the cache as well.
+                let r = req(
+                    a,
+                    "POST",
+                    "/v1/search",
+                    Some(&key),
+                    Some(&json!({"query": "vault code", "collection": "vault"})),
+                );
+                assert_eq!(r.status, 200);
                 n += 1;
             }
             n
@@ -208,7 +228,8 @@ fn no_documented_route_shows_one_tenant_anything_of_another_even_under_concurren
                         }
                     }
                     // On one of acme's own ids, nothing may succeed.
-                    let aimed = [&acme.job, &acme.doc, &acme.memory, &acme.run]
+                    let source = acme.source.replace(':', "%3A");
+                    let aimed = [&acme.job, &acme.doc, &acme.memory, &acme.run, &source]
                         .iter()
                         .any(|id| url.contains(id.as_str()))
                         || body
