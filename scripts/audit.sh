@@ -11,9 +11,10 @@
 # on 2 cores, once per machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
-mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
 log() { echo "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+use_shared_target
 
 SRC="${1:-../shared/advisory-db}"
 CARGO_AUDIT_VERSION=0.22.2

@@ -13,9 +13,10 @@
 # the crate that parses it. Installs cargo-fuzz (pinned) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
-mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
 log() { echo "$*" >&2; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+use_shared_target
 
 SECS="${1:-60}"
 shift || true

@@ -1,6 +1,13 @@
 # shellcheck shell=bash
 # Shared by the scripts that install and run the test servers (test.sh, searxng.sh,
-# llm-server.sh, postgres.sh). Source it after defining `log`.
+# llm-server.sh, postgres.sh) and by fuzz.sh and audit.sh. Source it after defining `log`.
+
+# The build folder shared by every clone on this machine (so CI reuses a build), or the
+# clone's own target/ when that cannot be made.
+use_shared_target() {
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
+    mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
+}
 
 # Install Debian packages with apt-get (through sudo unless root), updating the package
 # lists first only when the install fails without.

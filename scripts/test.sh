@@ -7,13 +7,12 @@
 #   scripts/test.sh -E 'test(kill_9)'   # extra arguments go to cargo nextest
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
-mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 log() { echo "$*" >&2; }
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+use_shared_target
 
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "cargo-nextest not found: installing it from crates.io" >&2

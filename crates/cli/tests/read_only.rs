@@ -73,21 +73,8 @@ fn a_read_only_data_dir_gets_a_clear_error_from_every_command_and_loses_nothing(
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let notes = examples.join("notes");
     let cache = common::model_cache();
-    let with_model = |args: &[&str]| {
-        let out = common::bin()
-            .arg("--data-dir")
-            .arg(&data)
-            .args(args)
-            .env("NEURALCORE_EMBEDDING_MODEL_DIR", &cache)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let model = [("NEURALCORE_EMBEDDING_MODEL_DIR", cache.as_str())];
+    let with_model = |args: &[&str]| common::run_ok_env(&data, args, &model);
     with_model(&["ingest", examples.to_str().unwrap()]);
     let found = with_model(&["search", "What causes the tides?"]);
     let before = snapshot(&data);

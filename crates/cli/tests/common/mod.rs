@@ -25,10 +25,16 @@ pub fn bin() -> Command {
 /// The folder holding the test embedding model (`neuralcore models pull`).
 /// Run the CLI on `data`; its stdout (trimmed), or a panic with its stderr.
 pub fn run_ok(data: &Path, args: &[&str]) -> String {
+    run_ok_env(data, args, &[])
+}
+
+/// [`run_ok`] with environment variables set for the run.
+pub fn run_ok_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = bin()
         .arg("--data-dir")
         .arg(data)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(
