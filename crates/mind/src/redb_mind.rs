@@ -1,8 +1,13 @@
 //! The embedded persistent backend: one table in its own redb file (`mind.redb` in the
-//! data dir). Every write is one redb transaction, durable at commit (copy-on-write
-//! B-trees with a checksummed commit slot), so a `kill -9` keeps every acknowledged
-//! write and nothing of a half-done batch. redb holds a file lock: a second process gets
-//! `Unavailable`, and watchers are therefore in-process only.
+//! data dir). Every write is one redb transaction (copy-on-write B-trees with a
+//! checksummed commit slot), so a `kill -9` never leaves half of a batch. A write to a
+//! global key is durable at commit (an fsync), so a `kill -9` keeps every acknowledged
+//! one. A run's keys are scratch: their commits skip the fsync and are made durable by
+//! the next durable commit, at the latest after [`LAZY_COMMITS`] of them or
+//! [`LAZY_FOR`], and when the Mind is closed; a `kill -9` may roll back that many (the
+//! file stays consistent). An fsync per scratch write (redb's `Eventual` is a full fsync
+//! on Linux) made every ask wait on the disk many times. redb holds a file lock: a
+//! second process gets `Unavailable`, and watchers are therefore in-process only.
 //!
 //! Layout: key `g:<key>` (global) or `r:<run id>:<key>`; value = version (u64 LE),
 //! written_at_ms (u64 LE), ttl_ms (u64 LE, `u64::MAX` = none), writer length (u32 LE),
@@ -11,6 +16,7 @@
 
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use redb::{ReadableTable, TableDefinition};
 
@@ -88,19 +94,49 @@ fn live_header(key: &str, b: &[u8], now: u64) -> MindResult<Option<u64>> {
 pub(crate) struct RedbMind {
     db: redb::Database,
     /// Held across a write transaction and its notifications, so watchers see changes in
-    /// commit order.
-    write: Mutex<()>,
+    /// commit order; it counts the commits not yet durable.
+    write: Mutex<Pending>,
     hub: Hub,
 }
 
+/// Scratch commits made without an fsync since the last durable commit, and when that
+/// was.
+struct Pending {
+    commits: u32,
+    since: Instant,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            commits: 0,
+            since: Instant::now(),
+        }
+    }
+}
+
+/// At most this many scratch commits go without an fsync...
+pub(crate) const LAZY_COMMITS: u32 = 64;
+/// ...and for at most this long (redb frees pages only at durable commits, so they also
+/// bound the file's growth).
+pub(crate) const LAZY_FOR: Duration = Duration::from_millis(500);
+
 impl RedbMind {
-    /// A write transaction. A run's keys are scratch: with `run_only` it commits
-    /// without waiting for the disk (redb stays consistent after a crash; the last such
-    /// commits may be rolled back). Global keys are durable at once.
-    fn begin_write(&self, run_only: bool) -> MindResult<redb::WriteTransaction> {
+    /// A write transaction. With `run_only` (a run's scratch keys) it commits without an
+    /// fsync unless [`LAZY_COMMITS`] or [`LAZY_FOR`] says it is time for a durable one;
+    /// a durable commit also makes every earlier one durable. Global keys are durable at
+    /// once.
+    fn begin_write(
+        &self,
+        pending: &mut Pending,
+        run_only: bool,
+    ) -> MindResult<redb::WriteTransaction> {
         let mut txn = self.db.begin_write().map_err(be)?;
-        if run_only {
-            txn.set_durability(redb::Durability::Eventual);
+        if run_only && pending.commits < LAZY_COMMITS && pending.since.elapsed() < LAZY_FOR {
+            txn.set_durability(redb::Durability::None);
+            pending.commits += 1;
+        } else {
+            *pending = Pending::default();
         }
         Ok(txn)
     }
@@ -121,7 +157,7 @@ impl RedbMind {
         txn.commit().map_err(be)?;
         let m = RedbMind {
             db,
-            write: Mutex::new(()),
+            write: Mutex::new(Pending::default()),
             hub: Hub::default(),
         };
         m.purge_expired(now_ms)?;
@@ -183,10 +219,26 @@ impl RedbMind {
     }
 }
 
+impl Drop for RedbMind {
+    /// Makes the scratch commits not yet durable so with an empty durable commit (not
+    /// left to what redb does at close).
+    fn drop(&mut self) {
+        let pending = self.write.get_mut().map(|p| p.commits).unwrap_or(1);
+        if pending > 0 {
+            if let Ok(txn) = self.db.begin_write() {
+                let _ = txn.commit();
+            }
+        }
+    }
+}
+
 impl RawMind for RedbMind {
     fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>> {
-        let _w = self.write.lock().map_err(poisoned)?;
-        let txn = self.begin_write(puts.iter().all(|p| matches!(p.layer, Layer::Run(_))))?;
+        let mut w = self.write.lock().map_err(poisoned)?;
+        let txn = self.begin_write(
+            &mut w,
+            puts.iter().all(|p| matches!(p.layer, Layer::Run(_))),
+        )?;
         let mut out = Vec::with_capacity(puts.len());
         let mut changes = Vec::new();
         {
@@ -280,9 +332,9 @@ impl RawMind for RedbMind {
     }
 
     fn delete(&self, layer: &Layer, key: &str, now_ms: u64) -> MindResult<bool> {
-        let _w = self.write.lock().map_err(poisoned)?;
+        let mut w = self.write.lock().map_err(poisoned)?;
         let full = format!("{}{key}", layer_prefix(layer));
-        let txn = self.begin_write(matches!(layer, Layer::Run(_)))?;
+        let txn = self.begin_write(&mut w, matches!(layer, Layer::Run(_)))?;
         let was_live = {
             let mut t = txn.open_table(TABLE).map_err(be)?;
             let removed = t.remove(full.as_str()).map_err(be)?;
@@ -303,9 +355,9 @@ impl RawMind for RedbMind {
     }
 
     fn drop_layer(&self, layer: &Layer, now_ms: u64) -> MindResult<usize> {
-        let _w = self.write.lock().map_err(poisoned)?;
+        let mut w = self.write.lock().map_err(poisoned)?;
         let lp = layer_prefix(layer);
-        let txn = self.begin_write(matches!(layer, Layer::Run(_)))?;
+        let txn = self.begin_write(&mut w, matches!(layer, Layer::Run(_)))?;
         let mut n = 0;
         {
             let mut t = txn.open_table(TABLE).map_err(be)?;
@@ -334,7 +386,7 @@ impl RawMind for RedbMind {
     }
 
     fn purge_expired(&self, now_ms: u64) -> MindResult<usize> {
-        let _w = self.write.lock().map_err(poisoned)?;
+        let mut w = self.write.lock().map_err(poisoned)?;
         let txn = self.db.begin_write().map_err(be)?;
         let n;
         {
@@ -355,6 +407,7 @@ impl RawMind for RedbMind {
             txn.abort().map_err(be)?;
         } else {
             txn.commit().map_err(be)?;
+            *w = Pending::default();
         }
         Ok(n)
     }

@@ -80,6 +80,49 @@ fn concurrent_cas_loses_no_update() {
 }
 
 #[test]
+fn redb_run_scratch_written_without_fsync_is_kept_by_a_clean_close_and_by_a_later_durable_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mind.redb");
+    {
+        // Only scratch writes, then the Mind is closed: they are made durable on close.
+        let m = Mind::open_redb(&path, MindConfig::default()).unwrap();
+        let run = m.run("r").unwrap();
+        for i in 0..600 {
+            run.write(&format!("s.{i}"), json!(i), "w", None).unwrap();
+        }
+        run.delete("s.0").unwrap();
+    }
+    let m = Mind::open_redb(&path, MindConfig::default()).unwrap();
+    let keys = m.run("r").unwrap().list_keys("s.*").unwrap();
+    assert_eq!(keys.len(), 599, "scratch writes lost by a clean close");
+    assert_eq!(
+        m.run("r").unwrap().read("s.599").unwrap().unwrap().value,
+        json!(599)
+    );
+    // A dropped run layer stays dropped across a reopen.
+    m.drop_run("r").unwrap();
+    drop(m);
+    let m = Mind::open_redb(&path, MindConfig::default()).unwrap();
+    assert!(m.run("r").unwrap().list_keys("*").unwrap().is_empty());
+    // The file does not grow without bound under scratch writes alone (redb frees pages
+    // only at durable commits, which come every LAZY_COMMITS / LAZY_FOR).
+    let run = m.run("big").unwrap();
+    for round in 0..20 {
+        for i in 0..200 {
+            run.write(
+                &format!("k.{i}"),
+                json!({"round": round, "pad": "x".repeat(200)}),
+                "w",
+                None,
+            )
+            .unwrap();
+        }
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size < 32 << 20, "mind.redb grew to {size} bytes");
+}
+
+#[test]
 fn redb_persists_and_refuses_a_second_opener() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mind.redb");
@@ -577,4 +620,89 @@ fn redis_killed_and_restarted_mid_writes_loses_no_acknowledged_write_and_serves_
     }
     server.kill().unwrap();
     server.wait().unwrap();
+}
+
+/// The writer child of the test below: global writes (durable) interleaved with bursts
+/// of run scratch (not fsynced), each acknowledged on stdout, until it is killed.
+#[test]
+fn redb_kill_child_writer() {
+    let Ok(path) = std::env::var("NEURALCORE_TEST_MIND_KILL_CHILD") else {
+        return;
+    };
+    use std::io::Write;
+    let m = Mind::open_redb(std::path::Path::new(&path), MindConfig::default()).unwrap();
+    let mut out = std::io::stdout().lock();
+    for i in 0u64.. {
+        let run = m.run(&format!("run-{i}")).unwrap();
+        for j in 0..20 {
+            run.write(&format!("scratch.{j}"), json!(j), "w", None)
+                .unwrap();
+        }
+        m.global()
+            .write(&format!("acked.{i}"), json!(i), "w", None)
+            .unwrap();
+        writeln!(out, "acked {i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn redb_killed_mid_writes_keeps_every_acknowledged_global_write_and_opens_clean() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mind.redb");
+    for round in 0..3u64 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "redb_kill_child_writer",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("NEURALCORE_TEST_MIND_KILL_CHILD", &path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut last = None;
+        // Kill at a different point each round: after 50, 137 and 311 acknowledged.
+        let at = [50u64, 137, 311][round as usize];
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if let Some(n) = line.strip_prefix("acked ") {
+                let n: u64 = n.parse().unwrap();
+                last = Some(n);
+                if n >= at {
+                    child.kill().unwrap(); // SIGKILL, mid-writes
+                    break;
+                }
+            }
+        }
+        child.wait().unwrap();
+        let last = last.expect("the child acknowledged nothing");
+        let m = Mind::open_redb(&path, MindConfig::default()).unwrap();
+        for i in 0..=last {
+            assert_eq!(
+                m.global()
+                    .read(&format!("acked.{i}"))
+                    .unwrap()
+                    .map(|e| e.value),
+                Some(json!(i)),
+                "round {round}: acked.{i} was acknowledged before the kill and is gone"
+            );
+        }
+        // A run's scratch is whole or absent per batch: never a torn record.
+        for i in 0..=last {
+            let keys = m
+                .run(&format!("run-{i}"))
+                .unwrap()
+                .list_keys("scratch.*")
+                .unwrap();
+            assert!(keys.len() <= 20, "{keys:?}");
+        }
+        // The next round's child starts over from acked.0 on the same file.
+        drop(m);
+        std::fs::remove_file(&path).unwrap();
+    }
 }
