@@ -60,10 +60,22 @@ pub struct NeuralcoreMcp {
     app: Arc<App>,
     /// Who calls over stdio; `None` over HTTP, where each request carries its caller.
     local: Option<Principal>,
-    /// The server's places for work and how long a call waits for one (none over stdio).
-    pool: Option<(Arc<tokio::sync::Semaphore>, std::time::Duration)>,
+    /// The server's admission of work (none over stdio).
+    admit: Option<Admit>,
     tools: ToolRouter<NeuralcoreMcp>,
 }
+
+/// The HTTP server's admission of work: a future that gives a place (held while the
+/// work runs) or, when the server is at capacity, the reason it refused one.
+pub type Admit = Arc<
+    dyn Fn() -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<AdmitPermit, String>> + Send>,
+        > + Send
+        + Sync,
+>;
+
+/// A place for work, given back when dropped.
+pub type AdmitPermit = tokio::sync::OwnedSemaphorePermit;
 
 /// What the HTTP server shares with its MCP endpoint.
 #[derive(Clone)]
@@ -71,10 +83,10 @@ pub struct HttpLimits {
     /// No API keys (a loopback server): `Host` must be loopback and no browser `Origin`
     /// is accepted.
     pub keyless: bool,
-    /// The server's places for work (its `--max-concurrency`): a tool call takes one.
-    pub pool: Arc<tokio::sync::Semaphore>,
-    /// How long a call waits for a place before it is refused as busy.
-    pub wait: std::time::Duration,
+    /// A place for a tool call's work among the server's other requests: the same
+    /// admission as its REST routes (`--max-concurrency` places, at most `--max-queue`
+    /// waiting, each for at most `--queue-timeout-ms`).
+    pub admit: Admit,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
 }
@@ -89,7 +101,7 @@ impl NeuralcoreMcp {
                 scope: Scope::Admin,
                 key: None,
             }),
-            pool: None,
+            admit: None,
             tools: Self::tool_router(),
         }
     }
@@ -100,7 +112,7 @@ impl NeuralcoreMcp {
         NeuralcoreMcp {
             app,
             local: None,
-            pool: Some((limits.pool.clone(), limits.wait)),
+            admit: Some(limits.admit.clone()),
             tools: Self::tool_router(),
         }
     }
@@ -130,18 +142,12 @@ impl NeuralcoreMcp {
         T: serde::Serialize + Send + 'static,
         F: FnOnce(&App) -> Result<T, AppError> + Send + 'static,
     {
-        let _permit = match &self.pool {
+        let _permit = match &self.admit {
             None => None,
-            Some((pool, wait)) => {
-                match tokio::time::timeout(*wait, pool.clone().acquire_owned()).await {
-                    Ok(Ok(p)) => Some(p),
-                    _ => {
-                        return tool_error(AppError::Unavailable(
-                            "the server is busy; try again shortly".into(),
-                        ))
-                    }
-                }
-            }
+            Some(admit) => match admit().await {
+                Ok(p) => Some(p),
+                Err(why) => return tool_error(AppError::Unavailable(why)),
+            },
         };
         let app = self.app.clone();
         let out = tokio::task::spawn_blocking(move || f(&app))

@@ -268,10 +268,13 @@ pub fn router(state: Arc<State>) -> Router {
                 state.app.clone(),
                 neuralcore_mcp::HttpLimits {
                     keyless: !state.requires_keys(),
-                    pool: state.pool.clone(),
-                    // The same longest wait for a place as the REST routes; MCP
-                    // calls do not count against --max-queue.
-                    wait: state.opts.queue_timeout.min(state.opts.request_timeout),
+                    admit: {
+                        let state = state.clone();
+                        Arc::new(move || {
+                            let state = state.clone();
+                            Box::pin(async move { state.place().await.map_err(|e| e.detail) })
+                        })
+                    },
                     max_body_bytes: max_body,
                 },
             ),

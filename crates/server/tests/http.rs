@@ -454,8 +454,9 @@ fn the_rate_limit_answers_429_with_retry_after() {
 
 #[test]
 fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts() {
-    // One place to work and one to wait: of 24 asks sent at once, most find both taken
-    // and must be refused at once, not held until the client gives up.
+    // One place to work and one to wait: of 24 asks sent at once (every third over
+    // MCP, which shares the places and the queue), most find both taken and must be
+    // refused at once, not held until the client gives up.
     let s = server(
         ServeOptions {
             max_concurrency: 1,
@@ -474,16 +475,47 @@ fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts
             std::thread::spawn(move || {
                 let body = json!({"question": format!("When does the acme rocket launch? ({i})"),
                     "collection": "docs"});
+                let mcp = i % 3 == 2;
+                let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": "ask", "arguments": body}});
                 start.wait();
                 let t = Instant::now();
-                let r = req(a, "POST", "/v1/ask", None, Some(&body));
-                (r, t.elapsed())
+                let r = if mcp {
+                    mcp_post(a, &call)
+                } else {
+                    req(a, "POST", "/v1/ask", None, Some(&body))
+                };
+                (mcp, r, t.elapsed())
             })
         })
         .collect();
-    let results: Vec<(Resp, Duration)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
-    let mut shed = 0;
-    for (r, took) in &results {
+    let results: Vec<(bool, Resp, Duration)> =
+        clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let (mut shed, mut mcp_shed, mut mcp_answered) = (0, 0, 0);
+    for (mcp, r, took) in &results {
+        if *mcp {
+            // A tool call is answered 200 either way: a result, or a tool error saying
+            // the server is at capacity.
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            let v = r.json();
+            if v["result"]["isError"] == json!(true) {
+                let text = v["result"]["content"][0]["text"].as_str().unwrap_or("");
+                assert!(text.contains("queue is full"), "{v}");
+                assert!(
+                    *took < Duration::from_secs(2),
+                    "a shed tool call took {took:?}"
+                );
+                shed += 1;
+                mcp_shed += 1;
+            } else {
+                assert!(
+                    v["result"]["structuredContent"]["answer"].is_string(),
+                    "{v}"
+                );
+                mcp_answered += 1;
+            }
+            continue;
+        }
         match r.status {
             200 => {}
             503 => {
@@ -508,6 +540,11 @@ fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts
         shed > 0,
         "24 asks at once on one place and one queue slot: none shed"
     );
+    assert!(
+        mcp_shed > 0,
+        "8 MCP asks among 24 at once on one place and one queue slot: none shed \
+         ({mcp_answered} answered)"
+    );
     assert!(answered >= 2, "only {answered} answered");
     let metrics = req(a, "GET", "/metrics", None, None);
     let text = String::from_utf8_lossy(&metrics.body).to_string();
@@ -524,6 +561,18 @@ fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts
         Some(&json!({"question": "When does the acme rocket launch?", "collection": "docs"})),
     );
     assert_eq!(r.status, 200);
+}
+
+/// A JSON-RPC message to the MCP endpoint (stateless: no session needed).
+fn mcp_post(addr: SocketAddr, msg: &Value) -> Resp {
+    let body = msg.to_string();
+    let r = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    raw(addr, r.as_bytes())
 }
 
 #[test]
