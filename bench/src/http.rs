@@ -35,31 +35,34 @@ pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
 }
 
 /// A kept-alive HTTP/1.1 connection that sends JSON and reads a Content-Length body.
-struct Conn {
+pub(crate) struct Conn {
     addr: SocketAddr,
     r: BufReader<TcpStream>,
+    /// The last response's `Retry-After`, in seconds.
+    pub(crate) retry_after: Option<u64>,
 }
 
 impl Conn {
-    fn new(addr: SocketAddr) -> std::io::Result<Conn> {
+    pub(crate) fn new(addr: SocketAddr) -> std::io::Result<Conn> {
         let s = TcpStream::connect(addr)?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(120)))?;
         Ok(Conn {
             addr,
             r: BufReader::new(s),
+            retry_after: None,
         })
     }
 
     /// GET `path`; the status and the body.
-    fn get(&mut self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    pub(crate) fn get(&mut self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
         let req = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.addr);
         self.r.get_mut().write_all(req.as_bytes())?;
         self.read()
     }
 
     /// POST `body` to `path`; the status and the body.
-    fn post(&mut self, path: &str, body: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    pub(crate) fn post(&mut self, path: &str, body: &str) -> std::io::Result<(u16, Vec<u8>)> {
         let req = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.addr,
@@ -78,6 +81,7 @@ impl Conn {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
         let mut len = 0usize;
+        self.retry_after = None;
         loop {
             let mut h = String::new();
             self.r.read_line(&mut h)?;
@@ -88,6 +92,8 @@ impl Conn {
             if let Some((k, v)) = h.split_once(':') {
                 if k.eq_ignore_ascii_case("content-length") {
                     len = v.trim().parse().unwrap_or(0);
+                } else if k.eq_ignore_ascii_case("retry-after") {
+                    self.retry_after = v.trim().parse().ok();
                 }
             }
         }

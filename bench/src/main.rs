@@ -30,6 +30,7 @@ mod cache;
 mod embed_query;
 mod http;
 mod kernels;
+mod load;
 mod mcp;
 mod memory;
 mod mind;
@@ -57,6 +58,9 @@ const USAGE: &str = "usage:
   nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20]
   nc-bench http --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
                 [--clients 50] [--secs 60] [--ask-every 5]
+  nc-bench load --data-dir DIR --queries FILE [--collection C] [-n 300] [--clients 50]
+                [--secs 60] [--rate RPS] [--mix 6,2,1,1] [--sample-secs 10] [--bin NEURALCORE]
+                [--server-model-dir DIR] [--serve-args ARGS]
   nc-bench mcp --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
   nc-bench cache --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
       [--asks 30] [--redis URL] [--pg URL] [--llm URL --llm-model NAME]
@@ -444,6 +448,7 @@ fn main() -> ExitCode {
         "ask" => ask::bench_ask(&args[1..]),
         "http" => http::bench_http(&args[1..]),
         "mcp" => mcp::bench_mcp(&args[1..]),
+        "load" => load::bench_load(&args[1..]),
         "cache" => cache::bench_cache(&args[1..]),
         "memory" => memory::bench_memory(&args[1..]),
         "paraphrase" => paraphrase::bench_paraphrase(&args[1..]),
