@@ -134,7 +134,31 @@ impl NeuralcoreMcp {
             .ok_or_else(|| McpError::invalid_request("not authenticated", None))
     }
 
-    /// Run `f` on the blocking pool (the core is synchronous) and turn its value into
+    /// Run `f` on the blocking pool (the core is synchronous) once the server admits it:
+    /// a place for work among its other requests (`Unavailable` when it is at capacity;
+    /// no admission over stdio).
+    async fn admitted<T, F>(&self, f: F) -> Result<T, AppError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&App) -> Result<T, AppError> + Send + 'static,
+    {
+        let permit = match &self.admit {
+            None => None,
+            Some(admit) => Some(admit().await.map_err(AppError::Unavailable)?),
+        };
+        let app = self.app.clone();
+        // The place is held by the work itself: a call the client cancels (or whose
+        // connection drops) stops waiting for it, but the place stays taken until the
+        // work on the pool is done.
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&app)
+        })
+        .await
+        .unwrap_or_else(|e| Err(AppError::Internal(format!("the call failed: {e}"))))
+    }
+
+    /// [`Self::admitted`], its value turned into
     /// structured output (a JSON object, as MCP wants: a list is wrapped by its tool),
     /// or its error into a tool error.
     async fn run<T, F>(&self, f: F) -> CallToolResult
@@ -142,23 +166,21 @@ impl NeuralcoreMcp {
         T: serde::Serialize + Send + 'static,
         F: FnOnce(&App) -> Result<T, AppError> + Send + 'static,
     {
-        let _permit = match &self.admit {
-            None => None,
-            Some(admit) => match admit().await {
-                Ok(p) => Some(p),
-                Err(why) => return tool_error(AppError::Unavailable(why)),
-            },
-        };
-        let app = self.app.clone();
-        let out = tokio::task::spawn_blocking(move || f(&app))
-            .await
-            .unwrap_or_else(|e| Err(AppError::Internal(format!("the call failed: {e}"))));
-        match out.and_then(|v| {
+        match self.admitted(f).await.and_then(|v| {
             serde_json::to_value(v).map_err(|e| AppError::Internal(format!("cannot encode: {e}")))
         }) {
             Ok(v) => CallToolResult::structured(v),
             Err(e) => tool_error(e),
         }
+    }
+}
+
+/// A protocol error for a resource or prompt that failed: its kind, and for a server at
+/// capacity why (an internal error's detail stays in the log).
+fn resource_error(e: AppError) -> McpError {
+    match e {
+        AppError::Unavailable(m) => McpError::internal_error(format!("unavailable: {m}"), None),
+        e => McpError::internal_error(e.kind(), None),
     }
 }
 
@@ -684,11 +706,10 @@ impl ServerHandler for NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let who = self.caller(&ctx)?;
-        let app = self.app.clone();
-        let collections = tokio::task::spawn_blocking(move || app.collections(&who.tenant))
+        let collections = self
+            .admitted(move |app| app.collections(&who.tenant))
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
-            .map_err(|e| McpError::internal_error(e.kind(), None))?;
+            .map_err(resource_error)?;
         let mut out = vec![Resource::new(COLLECTIONS_URI, "collections")
             .with_description("The collections, with their counts")
             .with_mime_type("application/json")];
@@ -739,11 +760,8 @@ impl ServerHandler for NeuralcoreMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let who = self.caller(&ctx)?;
-        let app = self.app.clone();
         let uri = request.uri.clone();
-        let read = tokio::task::spawn_blocking(move || Self::read(&app, &who, &uri))
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let read = self.admitted(move |app| Self::read(app, &who, &uri)).await;
         match read {
             Ok(v) => Ok(ReadResourceResult::new(vec![ResourceContents::text(
                 v.to_string(),
@@ -752,7 +770,7 @@ impl ServerHandler for NeuralcoreMcp {
             .into()),
             Err(AppError::NotFound(m)) => Err(McpError::resource_not_found(m, None)),
             Err(AppError::InvalidInput(m)) => Err(McpError::invalid_params(m, None)),
-            Err(e) => Err(McpError::internal_error(e.kind(), None)),
+            Err(e) => Err(resource_error(e)),
         }
     }
 
@@ -799,13 +817,12 @@ impl ServerHandler for NeuralcoreMcp {
             json!({"project": get("project"), "session": get("session"), "query": get("query")}),
         )
         .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let app = self.app.clone();
-        let tiers = tokio::task::spawn_blocking(move || app.memory_tiers(&who.tenant, &q))
+        let tiers = self
+            .admitted(move |app| app.memory_tiers(&who.tenant, &q))
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map_err(|e| match e {
                 AppError::InvalidInput(m) => McpError::invalid_params(m, None),
-                e => McpError::internal_error(e.kind(), None),
+                e => resource_error(e),
             })?;
         let text = format!(
             "Here is what you remember about this project (from neuralcore's memory; trust \

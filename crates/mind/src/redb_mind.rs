@@ -3,9 +3,10 @@
 //! checksummed commit slot), so a `kill -9` never leaves half of a batch. A write to a
 //! global key is durable at commit (an fsync), so a `kill -9` keeps every acknowledged
 //! one. A run's keys are scratch: their commits skip the fsync and are made durable by
-//! the next durable commit, at the latest after [`LAZY_COMMITS`] of them or
-//! [`LAZY_FOR`], and when the Mind is closed; a `kill -9` may roll back that many (the
-//! file stays consistent). An fsync per scratch write (redb's `Eventual` is a full fsync
+//! the next durable commit: a global write, the scratch commit after [`LAZY_COMMITS`]
+//! of them or the first one [`LAZY_FOR`] after the last durable commit, or closing the
+//! Mind. A `kill -9` may roll back those not yet durable (after the last write before
+//! an idle spell, until the next write); the file stays consistent. An fsync per scratch write (redb's `Eventual` is a full fsync
 //! on Linux) made every ask wait on the disk many times. redb holds a file lock: a
 //! second process gets `Unavailable`, and watchers are therefore in-process only.
 //!
@@ -115,6 +116,11 @@ impl Default for Pending {
     }
 }
 
+/// redb's page cache for the blackboard: redb's default is 1 GiB per database, and a
+/// long-running server's RSS grew toward it as `mind.redb` grew with kept runs (a
+/// 30-minute soak, bench/README.md). A run's keys are read while they are fresh.
+const PAGE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
 /// At most this many scratch commits go without an fsync...
 pub(crate) const LAZY_COMMITS: u32 = 64;
 /// ...and for at most this long (redb frees pages only at durable commits, so they also
@@ -130,15 +136,25 @@ impl RedbMind {
         &self,
         pending: &mut Pending,
         run_only: bool,
-    ) -> MindResult<redb::WriteTransaction> {
+    ) -> MindResult<(redb::WriteTransaction, bool)> {
         let mut txn = self.db.begin_write().map_err(be)?;
-        if run_only && pending.commits < LAZY_COMMITS && pending.since.elapsed() < LAZY_FOR {
+        let lazy = run_only && pending.commits < LAZY_COMMITS && pending.since.elapsed() < LAZY_FOR;
+        if lazy {
             txn.set_durability(redb::Durability::None);
+            // Counted even if it aborts: that only brings the next durable one closer.
             pending.commits += 1;
-        } else {
+        }
+        Ok((txn, !lazy))
+    }
+
+    /// Commit `txn`; a durable commit makes every earlier one durable, so the count
+    /// starts again, but only once it has succeeded.
+    fn commit(txn: redb::WriteTransaction, durable: bool, pending: &mut Pending) -> MindResult<()> {
+        txn.commit().map_err(be)?;
+        if durable {
             *pending = Pending::default();
         }
-        Ok(txn)
+        Ok(())
     }
 
     pub(crate) fn open(path: &Path, now_ms: u64) -> MindResult<RedbMind> {
@@ -146,12 +162,16 @@ impl RedbMind {
             std::fs::create_dir_all(parent)
                 .map_err(|e| MindError::Unavailable(format!("{}: {e}", parent.display())))?;
         }
-        let db = redb::Database::create(path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => {
-                MindError::Unavailable(format!("{} is in use by another process", path.display()))
-            }
-            other => MindError::Unavailable(format!("{}: {other}", path.display())),
-        })?;
+        let db = redb::Builder::new()
+            .set_cache_size(PAGE_CACHE_BYTES)
+            .create(path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => MindError::Unavailable(format!(
+                    "{} is in use by another process",
+                    path.display()
+                )),
+                other => MindError::Unavailable(format!("{}: {other}", path.display())),
+            })?;
         let txn = db.begin_write().map_err(be)?;
         txn.open_table(TABLE).map_err(be)?;
         txn.commit().map_err(be)?;
@@ -223,7 +243,14 @@ impl Drop for RedbMind {
     /// Makes the scratch commits not yet durable so with an empty durable commit (not
     /// left to what redb does at close).
     fn drop(&mut self) {
-        let pending = self.write.get_mut().map(|p| p.commits).unwrap_or(1);
+        // Not while unwinding or after a writer panicked (redb's own close refuses then
+        // too): a transaction dropped mid-panic was never aborted.
+        if std::thread::panicking() {
+            return;
+        }
+        let Ok(pending) = self.write.get_mut().map(|p| p.commits) else {
+            return;
+        };
         if pending > 0 {
             if let Ok(txn) = self.db.begin_write() {
                 let _ = txn.commit();
@@ -235,7 +262,7 @@ impl Drop for RedbMind {
 impl RawMind for RedbMind {
     fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>> {
         let mut w = self.write.lock().map_err(poisoned)?;
-        let txn = self.begin_write(
+        let (txn, durable) = self.begin_write(
             &mut w,
             puts.iter().all(|p| matches!(p.layer, Layer::Run(_))),
         )?;
@@ -275,7 +302,7 @@ impl RawMind for RedbMind {
         if changes.is_empty() {
             txn.abort().map_err(be)?;
         } else {
-            txn.commit().map_err(be)?;
+            Self::commit(txn, durable, &mut w)?;
         }
         self.hub.publish(changes);
         Ok(out)
@@ -334,7 +361,7 @@ impl RawMind for RedbMind {
     fn delete(&self, layer: &Layer, key: &str, now_ms: u64) -> MindResult<bool> {
         let mut w = self.write.lock().map_err(poisoned)?;
         let full = format!("{}{key}", layer_prefix(layer));
-        let txn = self.begin_write(&mut w, matches!(layer, Layer::Run(_)))?;
+        let (txn, durable) = self.begin_write(&mut w, matches!(layer, Layer::Run(_)))?;
         let was_live = {
             let mut t = txn.open_table(TABLE).map_err(be)?;
             let removed = t.remove(full.as_str()).map_err(be)?;
@@ -343,7 +370,7 @@ impl RawMind for RedbMind {
                 None => false,
             }
         };
-        txn.commit().map_err(be)?;
+        Self::commit(txn, durable, &mut w)?;
         if was_live {
             self.hub.publish([Change {
                 layer: layer.clone(),
@@ -357,7 +384,7 @@ impl RawMind for RedbMind {
     fn drop_layer(&self, layer: &Layer, now_ms: u64) -> MindResult<usize> {
         let mut w = self.write.lock().map_err(poisoned)?;
         let lp = layer_prefix(layer);
-        let txn = self.begin_write(&mut w, matches!(layer, Layer::Run(_)))?;
+        let (txn, durable) = self.begin_write(&mut w, matches!(layer, Layer::Run(_)))?;
         let mut n = 0;
         {
             let mut t = txn.open_table(TABLE).map_err(be)?;
@@ -376,7 +403,7 @@ impl RawMind for RedbMind {
                 t.remove(k.as_str()).map_err(be)?;
             }
         }
-        txn.commit().map_err(be)?;
+        Self::commit(txn, durable, &mut w)?;
         self.hub.publish([Change {
             layer: layer.clone(),
             key: String::new(),
@@ -406,8 +433,7 @@ impl RawMind for RedbMind {
         if n == 0 {
             txn.abort().map_err(be)?;
         } else {
-            txn.commit().map_err(be)?;
-            *w = Pending::default();
+            Self::commit(txn, true, &mut w)?;
         }
         Ok(n)
     }
