@@ -283,12 +283,11 @@ struct JobDb(ReopeningDb);
 
 impl JobDb {
     fn open(path: &Path) -> Result<JobDb, AppError> {
-        let db = redb::Database::create(path).map_err(|e| db_error(e.into()))?;
+        // A small page cache: redb's default is 1 GiB per database.
+        let open = |p: &Path| redb::Builder::new().set_cache_size(8 << 20).create(p);
+        let db = open(path).map_err(|e| db_error(e.into()))?;
         let path = path.to_path_buf();
-        Ok(JobDb(ReopeningDb::new(
-            db,
-            Box::new(move || redb::Database::create(&path)),
-        )))
+        Ok(JobDb(ReopeningDb::new(db, Box::new(move || open(&path)))))
     }
 
     /// Run `f` in the database.

@@ -126,12 +126,16 @@ impl KeyStore {
         // The file and the cause, so a user can act on it (a read-only or full disk).
         let at = |e: &dyn std::fmt::Display| internal(format!("{}: {e}", path.display()));
         std::fs::create_dir_all(data_dir).map_err(|e| at(&e))?;
-        let db = redb::Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
-                "the auth store is open in another process (a running server?)".into(),
-            ),
-            other => at(&other),
-        })?;
+        // A small page cache: redb's default is 1 GiB per database.
+        let db = redb::Builder::new()
+            .set_cache_size(4 << 20)
+            .create(&path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
+                    "the auth store is open in another process (a running server?)".into(),
+                ),
+                other => at(&other),
+            })?;
         let txn = db.begin_write().map_err(internal)?;
         txn.open_table(TENANTS).map_err(internal)?;
         txn.open_table(KEYS).map_err(internal)?;

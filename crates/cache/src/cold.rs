@@ -76,6 +76,17 @@ fn now_ms() -> u64 {
     crate::now_ms()
 }
 
+/// redb's page cache for the cache file: redb's default is 1 GiB per database, and a
+/// long-running server's RSS grew toward it as the file grew (a 30-minute soak,
+/// bench/README.md). Hits are mostly hot-tier ones; the cold tier is read on a miss.
+const PAGE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+fn open_db(path: &Path) -> Result<Database, redb::DatabaseError> {
+    redb::Builder::new()
+        .set_cache_size(PAGE_CACHE_BYTES)
+        .create(path)
+}
+
 impl RedbTier {
     /// Open (or create) the cache file at `path`. A file that is not a cache (or is
     /// damaged beyond redb's repair) is moved aside to `<path>.broken` and a fresh one
@@ -84,7 +95,7 @@ impl RedbTier {
         // redb 2.6 panics on some truncated files rather than returning an error: that
         // is a damaged cache too.
         let create = || {
-            std::panic::catch_unwind(|| Database::create(path)).unwrap_or_else(|_| {
+            std::panic::catch_unwind(|| open_db(path)).unwrap_or_else(|_| {
                 Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
                     "the file is damaged (redb panicked opening it)".into(),
                 )))
@@ -100,7 +111,7 @@ impl RedbTier {
                 );
                 let aside = path.with_extension("redb.broken");
                 std::fs::rename(path, &aside).map_err(err)?;
-                Database::create(path).map_err(err)?
+                open_db(path).map_err(err)?
             }
         };
         let tier = RedbTier {
