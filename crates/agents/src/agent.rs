@@ -2,7 +2,8 @@
 //! tools, model, parameters, reads, writes) and a body (instructions, or a prompt
 //! template with `{{slot}}`s).
 //!
-//! [`parse`] is the AgentMarkdownParser (errors carry the file and line);
+//! [`parse`] is the AgentMarkdownParser (errors carry the file and line): the syntax in
+//! [`crate::def`], then the tools and their parameters against the [`Registry`];
 //! [`AgentFactory`] turns a definition into a runnable [`Agent`] with tools from the
 //! [`Registry`]; every agent is substitutable through the one [`Agent`] trait, whose
 //! default `run` is plan → execute → validate → communicate.
@@ -11,55 +12,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::def::{self, line_of, Draft};
+pub use crate::def::{DefError, ROLES};
 use crate::tool::{run_tool, Cancel, Registry, Services, Tool, ToolResult, ToolStatus};
 use neuralcore_mind::Scope;
-
-/// Roles an agent can take: the stages of the control loop.
-pub const ROLES: &[&str] = &[
-    "decide", "plan", "retrieve", "fuse", "rerank", "grade", "verify", "refine", "generate",
-    "check", "reflect", "recall",
-];
-
-/// A definition file that cannot be used, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
-pub struct DefError {
-    /// The file.
-    pub path: PathBuf,
-    /// 1-based line, when known.
-    pub line: Option<usize>,
-    /// What is wrong.
-    pub message: String,
-}
-
-/// The front matter, as written.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FrontMatter {
-    name: String,
-    #[serde(default = "yes")]
-    enabled: bool,
-    role: String,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    tools: Vec<String>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    parameters: BTreeMap<String, serde_yaml::Value>,
-    #[serde(default)]
-    reads: Vec<String>,
-    #[serde(default)]
-    writes: Vec<String>,
-}
-
-fn yes() -> bool {
-    true
-}
 
 /// A checked agent definition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,80 +80,16 @@ impl AgentDef {
     }
 }
 
-/// 1-based line of the first front-matter line starting with `prefix` (after spaces
-/// and a list dash), counting the opening `---` as line 1.
-fn line_of(front: &str, prefix: &str) -> Option<usize> {
-    front.lines().enumerate().find_map(|(i, l)| {
-        let t = l.trim_start().trim_start_matches("- ").trim_start();
-        t.starts_with(prefix).then_some(i + 2)
-    })
-}
-
 /// Parse and check one agent file's text. `registry` checks tool names and that each
 /// tool can fill the agent's role.
 pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<AgentDef, DefError> {
+    let Draft { front, fm, body } = def::parse_syntax(path, text)?;
+    let front = front.as_str();
     let err = |line: Option<usize>, message: String| DefError {
         path: path.to_path_buf(),
         line,
         message,
     };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let Some(rest) = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    else {
-        return Err(err(
-            Some(1),
-            "an agent file starts with YAML front matter between two `---` lines".into(),
-        ));
-    };
-    let (front, body) = match rest.find("\n---") {
-        Some(i) => {
-            let after = &rest[i + 4..];
-            let body = after
-                .strip_prefix("\r\n")
-                .or_else(|| after.strip_prefix('\n'))
-                .unwrap_or(after);
-            (&rest[..i + 1], body)
-        }
-        None => {
-            return Err(err(
-                None,
-                "the front matter is not closed by a `---` line".into(),
-            ))
-        }
-    };
-    let fm: FrontMatter = serde_yaml::from_str(front).map_err(|e| {
-        let line = e.location().map(|l| l.line() + 1);
-        err(line, format!("bad front matter: {e}"))
-    })?;
-    let valid_name = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 64
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-    };
-    if !valid_name(&fm.name) {
-        return Err(err(
-            line_of(front, "name:"),
-            format!(
-                "name {:?} must be 1–64 characters of a-z, 0-9, '-' and '_'",
-                fm.name
-            ),
-        ));
-    }
-    if !ROLES.contains(&fm.role.as_str()) {
-        return Err(err(
-            line_of(front, "role:"),
-            format!("unknown role {:?} (roles: {})", fm.role, ROLES.join(", ")),
-        ));
-    }
-    if fm.tools.is_empty() {
-        return Err(err(
-            line_of(front, "tools:").or(line_of(front, "role:")),
-            "an agent needs at least one tool (`tools: [name, ...]`)".into(),
-        ));
-    }
     for t in &fm.tools {
         let line = line_of(front, t).or(line_of(front, "tools:"));
         let Some(tool) = registry.get(t) else {
@@ -244,7 +139,7 @@ pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<AgentDef, D
         parameters,
         reads: fm.reads,
         writes: fm.writes,
-        body: body.to_string(),
+        body,
         path: path.to_path_buf(),
     })
 }

@@ -17,6 +17,7 @@ pub mod agent;
 pub mod conflict;
 pub mod consciousness;
 pub mod crag;
+pub mod def;
 pub mod events;
 pub mod grader;
 pub mod intent;
