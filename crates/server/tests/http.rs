@@ -481,7 +481,7 @@ fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts
                 start.wait();
                 let t = Instant::now();
                 let r = if mcp {
-                    mcp_post(a, &call)
+                    mcp_post(a, None, &call)
                 } else {
                     req(a, "POST", "/v1/ask", None, Some(&body))
                 };
@@ -561,18 +561,6 @@ fn overload_is_shed_at_once_with_503_and_retry_after_never_queued_until_timeouts
         Some(&json!({"question": "When does the acme rocket launch?", "collection": "docs"})),
     );
     assert_eq!(r.status, 200);
-}
-
-/// A JSON-RPC message to the MCP endpoint (stateless: no session needed).
-fn mcp_post(addr: SocketAddr, msg: &Value) -> Resp {
-    let body = msg.to_string();
-    let r = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    raw(addr, r.as_bytes())
 }
 
 #[test]

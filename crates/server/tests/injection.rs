@@ -53,14 +53,7 @@ fn upload(a: SocketAddr, key: &str, collection: &str, body: &Value) {
 
 /// A JSON-RPC message to `/mcp` with `key`: the response's JSON.
 fn mcp(a: SocketAddr, key: &str, msg: &Value) -> Value {
-    let body = msg.to_string();
-    let r = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
-         Authorization: Bearer {key}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let r = raw(a, r.as_bytes());
+    let r = mcp_post(a, Some(key), msg);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.json()
 }

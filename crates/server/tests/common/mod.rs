@@ -129,6 +129,23 @@ pub fn req(
     raw(addr, r.as_bytes())
 }
 
+/// A JSON-RPC message to the MCP endpoint (stateless: no session needed), with `key`
+/// when given.
+#[allow(dead_code)]
+pub fn mcp_post(addr: SocketAddr, key: Option<&str>, msg: &Value) -> Resp {
+    let body = msg.to_string();
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
+    let r = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    raw(addr, r.as_bytes())
+}
+
 /// Poll a job until it is over.
 #[allow(dead_code)]
 pub fn wait_job(addr: SocketAddr, key: Option<&str>, id: &str) -> Value {
