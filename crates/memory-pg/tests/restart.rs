@@ -89,6 +89,11 @@ impl Private {
         p
     }
 
+    /// The server's log (stderr), beside its data folder.
+    fn log(&self) -> PathBuf {
+        self.data.with_file_name("postgres.log")
+    }
+
     fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
@@ -103,7 +108,13 @@ impl Private {
             .arg(&self.data)
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=on"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.log())
+                    .unwrap(),
+            )
             .spawn()
             .unwrap();
         self.server = Some(child);
@@ -113,7 +124,8 @@ impl Private {
         {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
-                "the private server did not start"
+                "the private server did not start; its log:\n{}",
+                std::fs::read_to_string(self.log()).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -160,9 +172,23 @@ impl Private {
         for p in &doomed {
             let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
         }
+        // The postmaster's parent (runuser, or the server itself when not root) reaps it:
+        // killed before it has, the postmaster would stay a zombie under a PID 1 that may
+        // never reap, and a new postmaster refuses to start while that PID exists.
         if let Some(mut c) = self.server.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            // runuser stops itself when its child is stopped (as su does): go on.
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+            let start = Instant::now();
+            while !matches!(c.try_wait(), Ok(Some(_))) {
+                if start.elapsed() > Duration::from_secs(10) {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         // Wait until every one of them is gone (the port and shared memory are free).
         let start = Instant::now();
