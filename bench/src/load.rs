@@ -165,6 +165,71 @@ fn summarize(samples: &[&Sample]) -> Value {
     Value::Object(out)
 }
 
+/// The path and body of client `c`'s `n`-th request, an `op` about the query `q`; a
+/// memory call is the `memory_step`-th: an add, a search, then a signal on the client's
+/// `last` memory.
+fn request(
+    op: &str,
+    c: usize,
+    n: usize,
+    q: &str,
+    collection: &str,
+    memory_step: usize,
+    last: Option<&String>,
+) -> (String, Value) {
+    match op {
+        "search" => (
+            "/v1/search".into(),
+            json!({"query": q, "collection": collection, "k": 10}),
+        ),
+        "ask" => (
+            "/v1/ask".into(),
+            json!({"question": q, "collection": collection}),
+        ),
+        "ingest" => {
+            let text = format!(
+                "Load note {c}-{n}. A reader asked: {q} This note was written by client {c} \
+                 during the load run."
+            );
+            (
+                format!("/v1/collections/{collection}/documents"),
+                // A name of 20 per client, uploaded again and again: a source replaced,
+                // so the collection does not grow through a soak.
+                json!({"documents": [{"name": format!("load-{c}-{}", n % 20),
+                    "title": format!("Load note {c}-{n}"), "text": text}]}),
+            )
+        }
+        _ => match (memory_step % 3, last) {
+            (2, _) => ("/v1/memories/search".into(), json!({"query": q, "k": 5})),
+            (0, Some(id)) => {
+                let signal = if n.is_multiple_of(2) {
+                    "used"
+                } else {
+                    "confirmed"
+                };
+                (
+                    format!("/v1/memories/{id}/signal"),
+                    json!({ "signal": signal }),
+                )
+            }
+            _ => {
+                let text =
+                    format!("Client {c} noted while asking \"{q}\" that the answer was useful.");
+                (
+                    "/v1/memories".into(),
+                    json!({"text": text, "kind": "fact", "session": format!("load-{c}")}),
+                )
+            }
+        },
+    }
+}
+
+/// The string at a JSON pointer of a response body, if any.
+fn str_at(body: &[u8], pointer: &str) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.pointer(pointer)?.as_str().map(str::to_string)
+}
+
 /// Whether `status` is the answer `op` gives when it succeeds.
 fn ok_status(op: &str, status: u16) -> bool {
     match op {
@@ -253,7 +318,8 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
             let mut memory_step = 0usize;
             // A steady rate: this client's share, its requests spread evenly.
             let interval = (rate > 0.0).then(|| Duration::from_secs_f64(clients as f64 / rate));
-            let mut due = Instant::now() + interval.map(|i| i.mul_f64(c as f64 / clients as f64)).unwrap_or_default();
+            let offset = interval.map(|i| i.mul_f64(c as f64 / clients as f64));
+            let mut due = Instant::now() + offset.unwrap_or_default();
             let mut n = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 // At a steady rate, latency counts from when the request was due, not
@@ -275,44 +341,10 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
                 let op = wheel[i % wheel.len()];
                 let q = &texts[i % texts.len()];
                 n += 1;
-                let (path, body) = match op {
-                    "search" => (
-                        "/v1/search".to_string(),
-                        json!({"query": q, "collection": collection, "k": 10}),
-                    ),
-                    "ask" => (
-                        "/v1/ask".to_string(),
-                        json!({"question": q, "collection": collection}),
-                    ),
-                    "ingest" => (
-                        format!("/v1/collections/{collection}/documents"),
-                        json!({"documents": [{
-                            // A name of 20 per client, uploaded again and again: a source
-                            // replaced, so the collection does not grow through a soak.
-                            "name": format!("load-{c}-{}", n % 20),
-                            "title": format!("Load note {c}-{n}"),
-                            "text": format!("Load note {c}-{n}. A reader asked: {q} This note was written by client {c} during the load run."),
-                        }]}),
-                    ),
-                    _ => {
-                        memory_step += 1;
-                        match (memory_step % 3, memories.last()) {
-                            (2, _) => (
-                                "/v1/memories/search".to_string(),
-                                json!({"query": q, "k": 5}),
-                            ),
-                            (0, Some(id)) => (
-                                format!("/v1/memories/{id}/signal"),
-                                json!({"signal": if n.is_multiple_of(2) { "used" } else { "confirmed" }}),
-                            ),
-                            _ => (
-                                "/v1/memories".to_string(),
-                                json!({"text": format!("Client {c} noted while asking \"{q}\" that the answer was useful."),
-                                    "kind": "fact", "session": format!("load-{c}")}),
-                            ),
-                        }
-                    }
-                };
+                if op == "memory" {
+                    memory_step += 1;
+                }
+                let (path, body) = request(op, c, n, q, &collection, memory_step, memories.last());
                 let t = scheduled.unwrap_or_else(Instant::now);
                 let res = match conn.as_mut() {
                     Some(k) => k.post(&path, &body.to_string()),
@@ -322,20 +354,10 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
                 let status = match res {
                     Ok((st, b)) => {
                         if st == 202 && op == "ingest" {
-                            if let Some(id) = serde_json::from_slice::<Value>(&b)
-                                .ok()
-                                .and_then(|v| v["id"].as_str().map(str::to_string))
-                            {
-                                jobs.lock().unwrap().push(id);
-                            }
+                            jobs.lock().unwrap().extend(str_at(&b, "/id"));
                         }
                         if st == 201 && path == "/v1/memories" {
-                            if let Some(id) = serde_json::from_slice::<Value>(&b)
-                                .ok()
-                                .and_then(|v| v["memory"]["id"].as_str().map(str::to_string))
-                            {
-                                memories.push(id);
-                            }
+                            memories.extend(str_at(&b, "/memory/id"));
                         }
                         st
                     }

@@ -6,9 +6,10 @@
 //! the next durable commit: a global write, the scratch commit after [`LAZY_COMMITS`]
 //! of them or the first one [`LAZY_FOR`] after the last durable commit, or closing the
 //! Mind. A `kill -9` may roll back those not yet durable (after the last write before
-//! an idle spell, until the next write); the file stays consistent. An fsync per scratch write (redb's `Eventual` is a full fsync
-//! on Linux) made every ask wait on the disk many times. redb holds a file lock: a
-//! second process gets `Unavailable`, and watchers are therefore in-process only.
+//! an idle spell, until the next write); the file stays consistent. An fsync per
+//! scratch write (redb's `Eventual` is a full fsync on Linux) made every ask wait on the
+//! disk many times. redb holds a file lock: a second process gets `Unavailable`, and
+//! watchers are therefore in-process only.
 //!
 //! Layout: key `g:<key>` (global) or `r:<run id>:<key>`; value = version (u64 LE),
 //! written_at_ms (u64 LE), ttl_ms (u64 LE, `u64::MAX` = none), writer length (u32 LE),
