@@ -94,6 +94,12 @@ pub(crate) fn is_disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+impl From<neuralcore_engine::ConfigError> for AppError {
+    fn from(e: neuralcore_engine::ConfigError) -> Self {
+        AppError::InvalidInput(e.0)
+    }
+}
+
 impl From<EngineError> for AppError {
     fn from(e: EngineError) -> Self {
         if matches!(e, EngineError::Store(neuralcore_core::StoreError::Full(_))) || is_disk_full(&e)

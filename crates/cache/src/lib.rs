@@ -53,10 +53,11 @@ pub use cold::RedbTier;
 pub use hot::HotTier;
 pub use key::{CacheKey, KeyBuilder, Op};
 pub use memory::MemoryTier;
+pub use neuralcore_core::settings::redact_url;
 #[cfg(feature = "postgres")]
 pub use pg_tier::{PgTier, PgTierOptions};
 #[cfg(feature = "redis")]
-pub use redis_tier::{redact_url, RedisTier, RedisTimeouts};
+pub use redis_tier::{RedisTier, RedisTimeouts};
 pub use tier::{Tier, TierError, TierUsage};
 
 /// How long a tier that failed is skipped before it is tried again.

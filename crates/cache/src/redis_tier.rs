@@ -40,6 +40,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use neuralcore_core::settings::redact_url;
 use redis::{Connection, RedisError, RedisResult};
 
 use crate::{Tier, TierError, TierUsage};
@@ -161,39 +162,6 @@ impl std::fmt::Debug for RedisTier {
             .field("timeouts", &self.timeouts)
             .finish()
     }
-}
-
-/// `url` with its password replaced by `***`: `redis://user:secret@host` becomes
-/// `redis://user:***@host`, `redis://:secret@host` becomes `redis://:***@host`, and a
-/// `password=` or `pass=` query parameter is hidden the same way.
-pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(start) = out.find("://").map(|i| i + 3) {
-        let rest = &out[start..];
-        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@') {
-            if let Some(colon) = rest[..at].find(':') {
-                out = format!("{}{}:***{}", &out[..start], &rest[..colon], &rest[at..]);
-            }
-        }
-    }
-    for param in ["password=", "pass="] {
-        let mut from = 0;
-        while let Some(i) = out[from..].find(param).map(|i| i + from) {
-            let before = out[..i].chars().next_back();
-            let start = i + param.len();
-            if !matches!(before, Some('?') | Some('&')) {
-                from = start;
-                continue;
-            }
-            let end = out[start..]
-                .find(['&', '#'])
-                .map_or(out.len(), |j| start + j);
-            out = format!("{}***{}", &out[..start], &out[end..]);
-            from = start + 3;
-        }
-    }
-    out
 }
 
 /// `s` escaped for a `SCAN ... MATCH` pattern (it matches itself only).
@@ -558,27 +526,10 @@ impl Tier for RedisTier {
 
 #[cfg(test)]
 mod tests {
-    use super::{glob_escape, password_in, redact_url};
+    use super::{glob_escape, password_in};
 
     #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(
-            redact_url("redis://user:secret@h:6379/0"),
-            "redis://user:***@h:6379/0"
-        );
-        assert_eq!(redact_url("redis://:secret@h/"), "redis://:***@h/");
-        assert_eq!(redact_url("rediss://u:p@ss@h/"), "rediss://u:***@h/");
-        assert_eq!(redact_url("redis://h:6379/"), "redis://h:6379/");
-        assert_eq!(redact_url("redis://u@h/"), "redis://u@h/");
-        assert_eq!(
-            redact_url("redis+unix:///run/redis.sock?db=1&pass=secret&x=1"),
-            "redis+unix:///run/redis.sock?db=1&pass=***&x=1"
-        );
-        assert_eq!(
-            redact_url("unix:///s.sock?password=secret"),
-            "unix:///s.sock?password=***"
-        );
-        assert_eq!(redact_url("not a url"), "not a url");
+    fn passwords_are_found() {
         assert_eq!(password_in("redis://u:p@ss@h/"), "p@ss");
         assert_eq!(password_in("redis://h/"), "");
     }

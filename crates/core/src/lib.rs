@@ -14,6 +14,7 @@ pub mod model;
 pub mod pairs;
 pub mod rng;
 pub mod sentence;
+pub mod settings;
 pub mod stopwords;
 pub mod store;
 pub mod text;

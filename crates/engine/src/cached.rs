@@ -12,9 +12,9 @@ use neuralcore_cache::{
 };
 use sha2::Digest;
 
-use crate::config::{ColdTierKind, Config, HotTierKind};
 use crate::search::{Ranked, SearchOptions};
 use crate::{Engine, EngineError};
+use neuralcore_config::{ColdTierKind, Config, HotTierKind};
 
 /// The tenant part of a stored collection name (`acme~docs` → `acme`; `docs` →
 /// `default`).
@@ -80,7 +80,7 @@ fn open_or_warn(what: &str, tier: Result<Arc<dyn Tier>, TierError>) -> Option<Ar
 
 /// The Redis hot tier: short timeouts (a down or slow Redis costs little; it is bypassed
 /// and reconnected by itself).
-fn redis_tier(c: &crate::config::CacheSettings) -> Result<Arc<dyn Tier>, TierError> {
+fn redis_tier(c: &neuralcore_config::CacheSettings) -> Result<Arc<dyn Tier>, TierError> {
     neuralcore_cache::RedisTier::open(
         &c.redis_url,
         &c.redis_prefix,
@@ -90,7 +90,7 @@ fn redis_tier(c: &crate::config::CacheSettings) -> Result<Arc<dyn Tier>, TierErr
 }
 
 /// The PostgreSQL cold tier, bounded by `cold_max_bytes`.
-fn postgres_tier(c: &crate::config::CacheSettings) -> Result<Arc<dyn Tier>, TierError> {
+fn postgres_tier(c: &neuralcore_config::CacheSettings) -> Result<Arc<dyn Tier>, TierError> {
     neuralcore_cache::PgTier::open(
         &c.postgres_url,
         &c.postgres_table,

@@ -11,23 +11,29 @@
 //! the same batch as the chunks they belong to.
 
 mod cached;
-mod config;
 mod engine;
 mod ingest;
 mod search;
 mod vectors;
 
 pub use cached::{open_cache, tenant_of};
-pub use config::{
-    AgentsConfig, CacheSettings, ColdTierKind, Config, EmbeddingConfig, Fusion, GradeConfig,
-    HotTierKind, IngestConfig, KeywordConfig, LoopConfig, MemoryBackendKind, MemorySettings,
-    MindBackend, MindSettings, RerankConfig, SearchConfig, SearchMode, VectorConfig, TEMPLATE,
-};
 pub use engine::{Engine, SearchHit, SearchResults};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
 pub use neuralcore_cache::{Op as CacheOp, Served as CacheServed};
+pub use neuralcore_config::{
+    AgentsConfig, CacheSettings, ColdTierKind, Config, ConfigError, EmbeddingConfig, Fusion,
+    GradeConfig, HotTierKind, IngestConfig, KeywordConfig, LoopConfig, MemoryBackendKind,
+    MemorySettings, MindBackend, MindSettings, RerankConfig, SearchConfig, SearchMode,
+    VectorConfig, TEMPLATE,
+};
 pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
 pub use vectors::{embed_text, TRAINED_EVALUATOR};
+
+impl From<ConfigError> for EngineError {
+    fn from(e: ConfigError) -> Self {
+        EngineError::Config(e.0)
+    }
+}
 
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]

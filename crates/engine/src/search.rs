@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use neuralcore_core::DocKey;
 
-use crate::config::{Fusion, SearchConfig, SearchMode};
 use crate::{Engine, EngineError};
+use neuralcore_config::{Fusion, SearchConfig, SearchMode};
 
 /// A chunk found by search, before its text is read.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

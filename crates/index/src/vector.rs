@@ -37,31 +37,7 @@ pub enum VectorError {
     },
 }
 
-/// HNSW settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HnswParams {
-    /// Links per node on the upper layers (twice this on layer 0).
-    pub m: usize,
-    /// Candidate list size while inserting.
-    pub ef_construction: usize,
-    /// Candidate list size while searching (raised to `k` when smaller).
-    pub ef_search: usize,
-    /// Collections with fewer live vectors than this are searched exactly.
-    pub exact_below: usize,
-}
-
-/// Defaults measured on SciFact (see `bench/README.md`, "vector index").
-impl Default for HnswParams {
-    fn default() -> Self {
-        HnswParams {
-            m: 16,
-            ef_construction: 200,
-            ef_search: 64,
-            exact_below: 2048,
-        }
-    }
-}
+pub use neuralcore_core::settings::HnswParams;
 
 /// One ranked chunk.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -35,54 +35,7 @@ enum Activation {
     Relu,
 }
 
-/// How the query path (one sequence of at most [`kernels::NARROW_MAX`] tokens) holds
-/// its weights. A query's forward pass reads every weight once, so the bytes streamed
-/// are most of its time; the compact formats are copies beside the f32 weights, which
-/// documents (and longer queries) keep using.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum QueryWeights {
-    /// The model's own f32 weights.
-    #[default]
-    F32,
-    /// bfloat16 copies (half the bytes): worst cosine 0.99999 against the f32 vectors
-    /// on the parity fixture.
-    Bf16,
-    /// int8 copies with one scale per output row (a quarter of the bytes): worst cosine
-    /// 0.9986 on the parity fixture, below the 0.999 a default must hold.
-    Int8,
-}
-
-impl QueryWeights {
-    /// Every format.
-    pub const ALL: [QueryWeights; 3] = [QueryWeights::F32, QueryWeights::Bf16, QueryWeights::Int8];
-
-    /// Its name in configuration.
-    pub fn name(self) -> &'static str {
-        match self {
-            QueryWeights::F32 => "f32",
-            QueryWeights::Bf16 => "bf16",
-            QueryWeights::Int8 => "int8",
-        }
-    }
-}
-
-impl std::fmt::Display for QueryWeights {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for QueryWeights {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        QueryWeights::ALL
-            .into_iter()
-            .find(|q| q.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown query weight format {s:?} (f32, bf16 or int8)"))
-    }
-}
+pub use neuralcore_core::settings::QueryWeights;
 
 /// A compact copy of one weight matrix.
 enum Compact {

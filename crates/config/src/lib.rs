@@ -1,5 +1,9 @@
 //! `neuralcore.toml`: every setting, its default, and environment overrides.
 //!
+//! Its own crate, over the light crates whose settings it holds (not the index, the
+//! models or the stores), so the loader can be fuzzed without building the engine;
+//! `neuralcore-engine` re-exports it.
+//!
 //! The file is looked up as `--config FILE`, else `<data dir>/neuralcore.toml`; a missing
 //! file means defaults. Any key can be overridden by an environment variable
 //! `NEURALCORE_<SECTION>_<KEY>` (upper case), e.g. `NEURALCORE_KEYWORD_K1=0.9` or
@@ -9,11 +13,15 @@
 
 use std::path::Path;
 
-use neuralcore_index::{AnalyzerConfig, Bm25Params};
+use neuralcore_core::analysis::AnalyzerConfig;
+use neuralcore_core::bm25::Bm25Params;
 use neuralcore_ingest::{LoaderOptions, SentenceChunker, WalkOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::EngineError;
+/// A configuration that cannot be used; the message names the key (or file) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
 
 /// All settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -529,8 +537,8 @@ pub struct EmbeddingConfig {
     /// Texts per forward pass.
     pub batch_size: usize,
     /// How a query (up to 32 word pieces) holds the model's weights: `bf16`, `f32` or
-    /// `int8` ([`neuralcore_models::QueryWeights`]).
-    pub query_weights: neuralcore_models::QueryWeights,
+    /// `int8` ([`neuralcore_core::settings::QueryWeights`]).
+    pub query_weights: neuralcore_core::settings::QueryWeights,
 }
 
 impl Default for EmbeddingConfig {
@@ -539,13 +547,13 @@ impl Default for EmbeddingConfig {
             model: "all-minilm-l6-v2".into(),
             model_dir: String::new(),
             batch_size: 32,
-            query_weights: neuralcore_models::QueryWeights::Bf16,
+            query_weights: neuralcore_core::settings::QueryWeights::Bf16,
         }
     }
 }
 
 /// `[vector]`: the HNSW index.
-pub type VectorConfig = neuralcore_index::HnswParams;
+pub type VectorConfig = neuralcore_core::settings::HnswParams;
 
 /// How results are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -1079,15 +1087,32 @@ impl Config {
     pub fn load(
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, EngineError> {
-        let mut value = match file {
-            Some(f) if f.exists() => {
-                let text = std::fs::read_to_string(f)
-                    .map_err(|e| EngineError::Config(format!("{}: {e}", f.display())))?;
-                text.parse::<toml::Table>()
-                    .map_err(|e| EngineError::Config(format!("{}: {e}", f.display())))?
-            }
-            _ => toml::Table::new(),
+    ) -> Result<Config, ConfigError> {
+        let text = match file {
+            Some(f) if f.exists() => Some(
+                std::fs::read_to_string(f)
+                    .map_err(|e| ConfigError(format!("{}: {e}", f.display())))?,
+            ),
+            _ => None,
+        };
+        Config::parse(text.as_deref(), file, env)
+    }
+
+    /// A `neuralcore.toml`'s `text` (`None`: defaults), then `NEURALCORE_*` overrides
+    /// from `env`, validated; errors name `file` when given.
+    pub fn parse(
+        text: Option<&str>,
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut value = match text {
+            Some(text) => text.parse::<toml::Table>().map_err(|e| {
+                ConfigError(match file {
+                    Some(f) => format!("{}: {e}", f.display()),
+                    None => e.to_string(),
+                })
+            })?,
+            None => toml::Table::new(),
         };
         for (k, v) in env {
             let Some(rest) = k.strip_prefix("NEURALCORE_") else {
@@ -1110,13 +1135,13 @@ impl Config {
                 toml::Value::Table(t) => {
                     t.insert(key.to_string(), parsed);
                 }
-                _ => return Err(EngineError::Config(format!("[{section}] is not a table"))),
+                _ => return Err(ConfigError(format!("[{section}] is not a table"))),
             }
         }
         let cfg: Config = toml::Value::Table(value)
             .try_into()
             .map_err(|e: toml::de::Error| {
-                EngineError::Config(format!(
+                ConfigError(format!(
                     "{}{}",
                     file.map(|f| format!("{}: ", f.display()))
                         .unwrap_or_default(),
@@ -1128,18 +1153,15 @@ impl Config {
     }
 
     /// Check values that parse but make no sense.
-    pub fn validate(&self) -> Result<(), EngineError> {
-        let bad = |m: String| Err(EngineError::Config(m));
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError(m));
         if self.ingest.chunk_tokens < 8 {
             return bad(format!(
                 "ingest.chunk_tokens must be at least 8 (got {})",
                 self.ingest.chunk_tokens
             ));
         }
-        self.memory
-            .trust()
-            .validate()
-            .map_err(EngineError::Config)?;
+        self.memory.trust().validate().map_err(ConfigError)?;
         for (key, w) in [
             ("rerank_weights", &self.memory.rerank_weights),
             (
@@ -1149,12 +1171,11 @@ impl Config {
         ] {
             if !w.is_empty() {
                 neuralcore_memory::MemoryRanker::from_slice(w)
-                    .map_err(|e| EngineError::Config(format!("memory.{key}: {e}")))?;
+                    .map_err(|e| ConfigError(format!("memory.{key}: {e}")))?;
             }
         }
         for entry in &self.web.allow_addresses {
-            neuralcore_web::Allowed::parse(entry)
-                .map_err(|e| EngineError::Config(format!("web.{e}")))?;
+            neuralcore_web::Allowed::parse(entry).map_err(|e| ConfigError(format!("web.{e}")))?;
         }
         if self.memory.rerank && self.memory.rerank_depth == 0 {
             return bad("memory.rerank_depth must be at least 1 when memory.rerank is on".into());
@@ -1247,8 +1268,8 @@ impl Config {
         if !self.ingest.csv_delimiter.is_ascii() {
             return bad("ingest.csv_delimiter must be one ASCII character".into());
         }
-        neuralcore_core::analysis::Analyzer::new(&self.analyzer).map_err(EngineError::Config)?;
-        neuralcore_ingest::walk(&[], &self.ingest.walk()).map_err(EngineError::Config)?;
+        neuralcore_core::analysis::Analyzer::new(&self.analyzer).map_err(ConfigError)?;
+        neuralcore_ingest::walk(&[], &self.ingest.walk()).map_err(ConfigError)?;
         Ok(())
     }
 
@@ -1264,7 +1285,7 @@ impl Config {
             &mut c.web.searxng_url,
             &mut c.llm.base_url,
         ] {
-            *url = neuralcore_cache::redact_url(url);
+            *url = neuralcore_core::settings::redact_url(url);
         }
         toml::to_string_pretty(&c).expect("serializable")
     }
@@ -1392,7 +1413,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.embedding.query_weights,
-            neuralcore_models::QueryWeights::Int8
+            neuralcore_core::settings::QueryWeights::Int8
         );
         let e = Config::load(
             None,
