@@ -67,6 +67,8 @@ pub struct App {
     writes: std::sync::Mutex<()>,
     /// Fetches the pages of URL ingest, when `[web] ingest_urls` is on.
     pages: Option<neuralcore_web::PageFetcher>,
+    /// Bounds the runs kept (`[mind] runs_kept`).
+    retention: runs::Retention,
 }
 
 impl App {
@@ -116,6 +118,7 @@ impl App {
             tracing::warn!("{e} (skipped)");
         }
         let pages = urls::page_fetcher(&config.web)?;
+        let retention = runs::Retention::new(config.mind.runs_kept);
         Ok(App {
             data_dir: data_dir.to_path_buf(),
             orchestrator: Orchestrator {
@@ -128,6 +131,7 @@ impl App {
             jobs: OnceLock::new(),
             writes: std::sync::Mutex::new(()),
             pages,
+            retention,
         })
     }
 
@@ -277,13 +281,15 @@ impl App {
         let clock = std::time::Instant::now();
         let report = self.ask_unrecorded(tenant, run_id, question, opts, recall)?;
         let latency_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Err(e) = runs::record(self.mind(), tenant, &report, started_ms, latency_ms) {
-            tracing::warn!("the run {run_id:?} was not kept for the runs list: {e}");
+        match runs::record(self.mind(), tenant, &report, started_ms, latency_ms) {
+            Ok(()) => self.retention.recorded(self.mind(), tenant),
+            Err(e) => tracing::warn!("the run {run_id:?} was not kept for the runs list: {e}"),
         }
         Ok(report)
     }
 
-    /// The tenant's recent runs (kept for [`RUN_RETENTION`]), newest first, at most
+    /// The tenant's recent runs (kept for [`RUN_RETENTION`], the newest `[mind]
+    /// runs_kept`), newest first, at most
     /// `limit` (1 to [`RUNS_MAX_LIMIT`]).
     pub fn runs(&self, tenant: &Tenant, limit: usize) -> Result<Vec<RunSummary>, AppError> {
         runs::list(self.mind(), tenant, limit)

@@ -10,8 +10,16 @@
 //! `run.<id>` the report with its timings, written together. Keys take `[a-z0-9_-]`
 //! only, so a run id's `_` is written `__` and an upper-case letter `_` and the letter.
 //! Each entry names its tenant too and is checked on the way out.
+//!
+//! Bounded: besides the week, a tenant keeps at most `[mind] runs_kept` runs
+//! ([`Retention`]); the oldest go first, with their blackboards (the run's own Mind
+//! layer, which the loop leaves for `neuralcore mind keys --run`). Under steady load a
+//! run with its blackboard took about 140 KB in a soak, so the week alone would not bound
+//! the disk.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use neuralcore_agents::AskReport;
 use neuralcore_mind::{Mind, MindError, Scope};
@@ -193,6 +201,108 @@ pub(crate) fn record(
             other => return other.map(|_| ()).map_err(AppError::from),
         }
     }
+}
+
+/// How often expired Mind entries are removed from disk (they are invisible at once,
+/// but the embedded Mind keeps their bytes until a purge).
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Keeps each tenant's runs within `[mind] runs_kept`: after a tenant's run is recorded,
+/// every `keep / 8`-th time (and the first time in this process) its oldest runs beyond
+/// the bound are deleted, so a tenant holds at most `keep + keep / 8` runs. Also purges
+/// expired Mind entries hourly, since a server can outlive the week.
+pub(crate) struct Retention {
+    /// Runs kept per tenant (0 = only the week bounds them).
+    keep: usize,
+    /// Runs recorded per tenant since its last pruning.
+    since: Mutex<HashMap<String, usize>>,
+    purged: Mutex<Instant>,
+}
+
+impl Retention {
+    pub(crate) fn new(keep: usize) -> Retention {
+        Retention {
+            keep,
+            since: Mutex::new(HashMap::new()),
+            purged: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Called after each recorded run of `tenant`; failures are logged, never raised
+    /// (the ask already succeeded).
+    pub(crate) fn recorded(&self, mind: &Mind, tenant: &Tenant) {
+        if self.keep > 0 {
+            let due = {
+                let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+                let n = since.entry(tenant.as_str().to_string()).or_insert(0);
+                let due = *n == 0 || *n >= (self.keep / 8).max(1);
+                *n = if due { 1 } else { *n + 1 };
+                due
+            };
+            if due {
+                match prune(mind, tenant, self.keep) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!(
+                        "{n} run(s) of {} beyond the bound deleted",
+                        tenant.as_str()
+                    ),
+                    Err(e) => tracing::warn!("pruning the runs of {}: {e}", tenant.as_str()),
+                }
+            }
+        }
+        let purge = {
+            let mut at = self.purged.lock().unwrap_or_else(|p| p.into_inner());
+            let due = at.elapsed() >= PURGE_EVERY;
+            if due {
+                *at = Instant::now();
+            }
+            due
+        };
+        if purge {
+            match mind.purge_expired() {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("{n} expired blackboard entries removed"),
+                Err(e) => tracing::warn!("removing expired blackboard entries: {e}"),
+            }
+        }
+    }
+}
+
+/// Deletes the tenant's runs beyond the newest `keep`: summary, report and the run's
+/// blackboard. Returns how many runs went.
+pub(crate) fn prune(mind: &Mind, tenant: &Tenant, keep: usize) -> Result<usize, AppError> {
+    let scope = scope(mind, tenant)?;
+    let mut runs: Vec<(u64, String, String)> = scope
+        .read_pattern("summary.*")?
+        .into_iter()
+        .map(|e| {
+            // An unreadable summary sorts oldest, so it goes first.
+            let (started, id) = match serde_json::from_value::<StoredSummary>(e.value) {
+                Ok(s) => (s.summary.started_ms, s.summary.run_id),
+                Err(_) => (0, String::new()),
+            };
+            (started, id, e.key)
+        })
+        .collect();
+    if runs.len() <= keep {
+        return Ok(0);
+    }
+    runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    let doomed = runs.split_off(keep);
+    for (_, run_id, key) in &doomed {
+        let seg = key.strip_prefix("summary.").unwrap_or(key);
+        // The summary last: a run whose deletion fails half-way is found again next time.
+        scope.delete(&format!("run.{seg}"))?;
+        if !run_id.is_empty() {
+            match mind.drop_run(&tenant.run_id(run_id)) {
+                // No blackboard was written under an id the Mind refuses.
+                Ok(_) | Err(MindError::InvalidKey { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        scope.delete(key)?;
+    }
+    Ok(doomed.len())
 }
 
 /// The tenant's runs kept, newest first, at most `limit` (1 to [`RUNS_MAX_LIMIT`]).

@@ -232,3 +232,104 @@ fn hanging_llm_fixture_never_holds_an_ask_past_its_deadline() {
         "the report says why the LLM gave nothing: {said:.3000}"
     );
 }
+
+/// A tenant's collection `docs` with two documents that agree, so asks answer.
+fn rocket_docs(app: &App, tmp: &std::path::Path, tenant: &Tenant) {
+    let dir = tmp.join(format!("docs-{tenant}"));
+    write(
+        &dir,
+        "launch.md",
+        "# Launch\n\nThe rocket launches on the ninth of March from Kourou.\n",
+    );
+    write(
+        &dir,
+        "press.md",
+        "# Press\n\nThe rocket launches on the ninth of March, from Kourou.\n",
+    );
+    app.ingest(tenant, &[dir], "docs", &mut ()).unwrap();
+}
+
+fn ask_docs(app: &App, tenant: &Tenant, run_id: &str) {
+    let opts = AskOptions {
+        collection: "docs".into(),
+        ..Default::default()
+    };
+    app.ask(tenant, run_id, "When does the rocket launch?", &opts, false)
+        .unwrap();
+}
+
+/// Keys a run's scope sees beyond the global ones: its own blackboard.
+fn blackboard_keys(app: &App, tenant: &Tenant, run_id: &str) -> usize {
+    let run = app.mind().run(&tenant.run_id(run_id)).unwrap();
+    let global = app.mind().global().list_keys("*").unwrap().len();
+    run.list_keys("*").unwrap().len() - global
+}
+
+#[test]
+fn each_tenant_keeps_its_newest_runs_kept_and_the_oldest_go_with_their_blackboards() {
+    let (tmp, app) = app_with(|c| c.mind.runs_kept = 5);
+    let acme = Tenant::new("acme").unwrap();
+    let globex = Tenant::new("globex").unwrap();
+    rocket_docs(&app, tmp.path(), &acme);
+    rocket_docs(&app, tmp.path(), &globex);
+    ask_docs(&app, &globex, "g0");
+    ask_docs(&app, &globex, "g1");
+    for i in 0..9 {
+        ask_docs(&app, &acme, &format!("a{i}"));
+        // Runs started in the same millisecond sort by id; keep them apart.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let ids = |t: &Tenant| -> Vec<String> {
+        app.runs(t, 50)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect()
+    };
+    // With 5 kept, every run recorded prunes (every 5/8-th, at least each).
+    assert_eq!(ids(&acme), ["a8", "a7", "a6", "a5", "a4"]);
+    // Another tenant's runs are not counted against acme's, nor pruned with them.
+    assert_eq!(ids(&globex), ["g1", "g0"]);
+    for old in ["a0", "a3"] {
+        let e = app.run(&acme, old).unwrap_err();
+        assert!(matches!(e, AppError::NotFound(_)), "{e}");
+        assert_eq!(blackboard_keys(&app, &acme, old), 0, "{old}");
+    }
+    for kept in ["a4", "a8"] {
+        assert_eq!(app.run(&acme, kept).unwrap().run_id, kept);
+        assert!(blackboard_keys(&app, &acme, kept) > 0, "{kept}");
+    }
+    assert!(blackboard_keys(&app, &globex, "g0") > 0);
+}
+
+#[test]
+fn the_embedded_minds_file_stops_growing_once_runs_are_pruned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    config.mind.runs_kept = 8;
+    let data = tmp.path().join("data");
+    // The configured Mind: `<data dir>/mind.redb`.
+    let app = App::open(&data, config, OpenOptions::default()).unwrap();
+    let acme = Tenant::new("acme").unwrap();
+    rocket_docs(&app, tmp.path(), &acme);
+    let size = || std::fs::metadata(data.join("mind.redb")).unwrap().len();
+    let mut sizes = Vec::new();
+    for i in 0..90 {
+        ask_docs(&app, &acme, &format!("r{i}"));
+        if i % 30 == 29 {
+            sizes.push(size());
+        }
+    }
+    // 30 runs hold some 8 at a time; without the bound the file would grow about
+    // threefold from the first sample to the last.
+    let (first, last) = (sizes[0], sizes[2]);
+    eprintln!("mind.redb after 30, 60 and 90 runs: {sizes:?} bytes");
+    assert!(
+        last <= first + first / 4,
+        "mind.redb grew from {first} to {last} bytes: {sizes:?}"
+    );
+    assert_eq!(app.runs(&acme, 50).unwrap().len(), 8);
+}

@@ -470,6 +470,9 @@ pub struct MindSettings {
     pub timeout_ms: u64,
     /// Longest life of a run's keys, in seconds (0 = no limit).
     pub run_ttl_secs: u64,
+    /// Finished asks kept per tenant for the runs list, each with its report and
+    /// blackboard; the oldest go first (0 = only `run_ttl_secs` bounds them).
+    pub runs_kept: usize,
     /// Largest value, in bytes of JSON.
     pub max_value_bytes: usize,
 }
@@ -483,6 +486,7 @@ impl Default for MindSettings {
             tenant: "default".into(),
             timeout_ms: 1000,
             run_ttl_secs: 7 * 24 * 3600,
+            runs_kept: 1000,
             max_value_bytes: 1 << 20,
         }
     }
@@ -851,6 +855,10 @@ tenant = "default"
 timeout_ms = 1000
 # Longest life of a run's keys, in seconds (0 = no limit): abandoned runs expire.
 run_ttl_secs = 604800
+# Finished asks kept per tenant for the runs list (GET /v1/runs), each with its
+# report and blackboard (about 140 KB together in a soak); the oldest go first.
+# 0 = only run_ttl_secs bounds them.
+runs_kept = 1000
 # Largest value, in bytes of JSON.
 max_value_bytes = 1048576
 
