@@ -28,6 +28,10 @@ use std::time::{Duration, Instant};
 
 use neuralcore_cache::{Cache, KeyBuilder, MemoryTier, Op, Tier, TierError};
 
+#[cfg(feature = "postgres")]
+#[path = "../../memory-pg/tests/support/private_pg.rs"]
+mod private_pg;
+
 /// A name no other test or run uses: process id, time and a counter.
 fn unique(what: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -646,5 +650,136 @@ mod pg_tier {
         )
         .unwrap_err();
         check(&e);
+    }
+
+    /// PostgreSQL killed (`kill -9`, every process of a private server) and restarted
+    /// under a cache whose only tier it is, while four threads put and get: every call
+    /// stays quick (the breaker skips the tier while it is down), no get ever returns a
+    /// value that was not put under its key, what the tier acknowledged before the kill
+    /// is there after the crash recovery, and the same cache serves from PostgreSQL again
+    /// once it is back, without being reopened.
+    #[test]
+    fn postgres_killed_and_restarted_under_the_cache() {
+        let Some(bin) = crate::private_pg::bin() else {
+            return;
+        };
+        let mut pg = crate::private_pg::Private::init(bin);
+        let tier = Arc::new(
+            PgTier::open(
+                &pg.url(),
+                "nc_cache_restart",
+                PgTierOptions {
+                    connect_timeout: Duration::from_secs(2),
+                    statement_timeout: Duration::from_secs(2),
+                    max_bytes: None,
+                },
+            )
+            .unwrap(),
+        );
+        // Acknowledged by the tier before the kill: must survive it.
+        for i in 0..50 {
+            let v = format!("kept {i}").into_bytes();
+            tier.put(&format!("kept/{i}"), v, None, &["kept".into()])
+                .unwrap();
+        }
+        let cache = Arc::new(Cache::new(None, Some(tier.clone() as Arc<dyn Tier>)));
+        #[derive(Default)]
+        struct Seen {
+            hits_after: Vec<Instant>,
+            slowest: Duration,
+            wrong: Vec<String>,
+        }
+        let seen: Arc<Mutex<Seen>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let (cache, seen, stop) = (cache.clone(), seen.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        i += 1;
+                        let name = |j: u64| format!("t{t}-k{}", j % 16);
+                        let key =
+                            |j: u64| KeyBuilder::new("acme", Op::Search).str(&name(j)).finish();
+                        let t0 = Instant::now();
+                        cache.put(&key(i), format!("{}={i}", name(i)).as_bytes(), None, &[]);
+                        let hit = cache.get(&key(i + 7));
+                        let took = t0.elapsed();
+                        let mut s = seen.lock().unwrap();
+                        s.slowest = s.slowest.max(took);
+                        if let Some(h) = hit {
+                            let v = String::from_utf8_lossy(&h.value).to_string();
+                            if !v.starts_with(&format!("{}=", name(i + 7))) || h.tier != "postgres"
+                            {
+                                s.wrong
+                                    .push(format!("{} -> {v} from {}", name(i + 7), h.tier));
+                            }
+                            s.hits_after.push(Instant::now());
+                        }
+                        drop(s);
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                })
+            })
+            .collect();
+
+        std::thread::sleep(Duration::from_millis(1500));
+        let hits_before = seen.lock().unwrap().hits_after.len();
+        pg.kill();
+        let killed = Instant::now();
+        std::thread::sleep(Duration::from_millis(1000));
+        pg.start();
+        let back = Instant::now();
+        // Served from PostgreSQL again: the breaker rests RETRY_AFTER, then tries.
+        let limit = neuralcore_cache::RETRY_AFTER + Duration::from_secs(10);
+        loop {
+            let recovered = seen.lock().unwrap().hits_after.iter().any(|t| *t > back);
+            if recovered {
+                break;
+            }
+            assert!(
+                back.elapsed() < limit,
+                "no hit from PostgreSQL within {limit:?} of its restart"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+
+        let s = seen.lock().unwrap();
+        assert!(hits_before > 0, "no hit before the kill");
+        assert!(s.wrong.is_empty(), "wrong values served: {:?}", s.wrong);
+        assert!(
+            s.slowest < Duration::from_secs(3),
+            "a put and get took {:?}",
+            s.slowest
+        );
+        let stats = cache.stats();
+        let pg_stats = &stats.tiers[0];
+        assert!(
+            pg_stats.errors >= 1,
+            "the kill was never seen: {pg_stats:?}"
+        );
+        assert!(pg_stats.bypassed >= 1, "{pg_stats:?}");
+        assert!(stats.ops.iter().all(|o| o.corrupt == 0), "{:?}", stats.ops);
+        for i in 0..50 {
+            assert_eq!(
+                tier.get(&format!("kept/{i}")).unwrap(),
+                Some(format!("kept {i}").into_bytes()),
+                "kept/{i} was acknowledged before the kill"
+            );
+        }
+        eprintln!(
+            "{hits_before} hits before the kill, {} in all; {} errors, {} calls bypassed; \
+             slowest put+get {:?}; back {:?} after the kill",
+            s.hits_after.len(),
+            pg_stats.errors,
+            pg_stats.bypassed,
+            s.slowest,
+            back - killed
+        );
+        drop(s);
     }
 }
