@@ -288,6 +288,12 @@ impl App {
         Ok(report)
     }
 
+    /// Waits until the background pass that keeps runs within `[mind] runs_kept` (and
+    /// purges expired blackboard entries) has finished, if one runs.
+    pub fn settle_runs(&self) {
+        self.retention.settle();
+    }
+
     /// The tenant's recent runs (kept for [`RUN_RETENTION`], the newest `[mind]
     /// runs_kept`), newest first, at most
     /// `limit` (1 to [`RUNS_MAX_LIMIT`]).

@@ -11,14 +11,14 @@
 //! only, so a run id's `_` is written `__` and an upper-case letter `_` and the letter.
 //! Each entry names its tenant too and is checked on the way out.
 //!
-//! Bounded: besides the week, a tenant keeps at most `[mind] runs_kept` runs
-//! ([`Retention`]); the oldest go first, with their blackboards (the run's own Mind
+//! Bounded: besides the week, a tenant keeps about `[mind] runs_kept` runs
+//! ([`Retention`]); the oldest finished go first, with their blackboards (the run's own Mind
 //! layer, which the loop leaves for `neuralcore mind keys --run`). Under steady load a
 //! run with its blackboard took about 140 KB in a soak, so the week alone would not bound
 //! the disk.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use neuralcore_agents::AskReport;
@@ -208,15 +208,33 @@ pub(crate) fn record(
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Keeps each tenant's runs within `[mind] runs_kept`: after a tenant's run is recorded,
-/// every `keep / 8`-th time (and the first time in this process) its oldest runs beyond
-/// the bound are deleted, so a tenant holds at most `keep + keep / 8` runs. Also purges
-/// expired Mind entries hourly, since a server can outlive the week.
+/// every `keep / 8`-th time (and the first time in this process) a background pass
+/// deletes its oldest finished runs beyond the bound, at most `2 × keep / 8` (at least
+/// 32) per pass, so a backlog (runs kept before the bound existed) goes over several
+/// passes without holding the Mind's writes. A tenant thus holds about `keep + keep / 8`
+/// runs per process writing them. The same pass purges expired Mind entries hourly, as
+/// a server can outlive the week. Passes run on one thread at a time, never in the ask.
 pub(crate) struct Retention {
-    /// Runs kept per tenant (0 = only the week bounds them).
+    /// Runs kept per tenant (0 = no count bound).
     keep: usize,
     /// Runs recorded per tenant since its last pruning.
     since: Mutex<HashMap<String, usize>>,
     purged: Mutex<Instant>,
+    work: Arc<Work>,
+}
+
+/// What the background pass has to do, and whether it runs.
+#[derive(Default)]
+struct Work {
+    queue: Mutex<Queue>,
+    idle: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    tenants: Vec<Tenant>,
+    purge: bool,
+    running: bool,
 }
 
 impl Retention {
@@ -225,31 +243,25 @@ impl Retention {
             keep,
             since: Mutex::new(HashMap::new()),
             purged: Mutex::new(Instant::now()),
+            work: Arc::default(),
         }
     }
 
-    /// Called after each recorded run of `tenant`; failures are logged, never raised
-    /// (the ask already succeeded).
+    /// Runs a tenant may record between two prunings.
+    fn step(&self) -> usize {
+        (self.keep / 8).max(1)
+    }
+
+    /// Called after each recorded run of `tenant`: queues the pass when one is due.
+    /// Failures are logged, never raised (the ask already succeeded).
     pub(crate) fn recorded(&self, mind: &Mind, tenant: &Tenant) {
-        if self.keep > 0 {
-            let due = {
-                let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
-                let n = since.entry(tenant.as_str().to_string()).or_insert(0);
-                let due = *n == 0 || *n >= (self.keep / 8).max(1);
-                *n = if due { 1 } else { *n + 1 };
-                due
-            };
-            if due {
-                match prune(mind, tenant, self.keep) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::debug!(
-                        "{n} run(s) of {} beyond the bound deleted",
-                        tenant.as_str()
-                    ),
-                    Err(e) => tracing::warn!("pruning the runs of {}: {e}", tenant.as_str()),
-                }
-            }
-        }
+        let prune = self.keep > 0 && {
+            let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+            let n = since.entry(tenant.as_str().to_string()).or_insert(0);
+            let due = *n == 0 || *n >= self.step();
+            *n = if due { 1 } else { *n + 1 };
+            due
+        };
         let purge = {
             let mut at = self.purged.lock().unwrap_or_else(|p| p.into_inner());
             let due = at.elapsed() >= PURGE_EVERY;
@@ -258,47 +270,124 @@ impl Retention {
             }
             due
         };
-        if purge {
-            match mind.purge_expired() {
-                Ok(0) => {}
-                Ok(n) => tracing::info!("{n} expired blackboard entries removed"),
-                Err(e) => tracing::warn!("removing expired blackboard entries: {e}"),
+        if !prune && !purge {
+            return;
+        }
+        let mut q = self.work.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if prune && !q.tenants.contains(tenant) {
+            q.tenants.push(tenant.clone());
+        }
+        q.purge |= purge;
+        if q.running {
+            return;
+        }
+        q.running = true;
+        drop(q);
+        let (mind, work) = (mind.clone(), self.work.clone());
+        let (keep, cap) = (self.keep, (2 * self.step()).max(32));
+        let spawned = std::thread::Builder::new()
+            .name("runs-retention".into())
+            .spawn(move || work.run(mind, keep, cap));
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the runs' retention pass: {e}");
+            let mut q = self.work.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.running = false;
+            self.work.idle.notify_all();
+        }
+    }
+
+    /// Waits until no pass runs (tests, and closing the data dir).
+    pub(crate) fn settle(&self) {
+        let mut q = self.work.queue.lock().unwrap_or_else(|p| p.into_inner());
+        while q.running {
+            q = self.work.idle.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for Retention {
+    /// A pass holds the Mind open (the embedded one locks its file): let it end first.
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
+impl Work {
+    /// The background pass: until nothing is queued. The Mind is let go before the pass
+    /// says it is done, so a closed app's data dir can be opened again at once.
+    fn run(&self, mind: Mind, keep: usize, cap: usize) {
+        loop {
+            let (tenant, purge) = {
+                let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                match q.tenants.pop() {
+                    Some(t) => (Some(t), false),
+                    None if q.purge => {
+                        q.purge = false;
+                        (None, true)
+                    }
+                    None => {
+                        drop(mind);
+                        q.running = false;
+                        self.idle.notify_all();
+                        return;
+                    }
+                }
+            };
+            if let Some(t) = tenant {
+                match prune(&mind, &t, keep, cap) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::debug!("{n} run(s) of {t} beyond the bound deleted"),
+                    Err(e) => tracing::warn!("pruning the runs of {t}: {e}"),
+                }
+            }
+            if purge {
+                match mind.purge_expired() {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("{n} expired blackboard entries removed"),
+                    Err(e) => tracing::warn!("removing expired blackboard entries: {e}"),
+                }
             }
         }
     }
 }
 
-/// Deletes the tenant's runs beyond the newest `keep`: summary, report and the run's
-/// blackboard. Returns how many runs went.
-pub(crate) fn prune(mind: &Mind, tenant: &Tenant, keep: usize) -> Result<usize, AppError> {
+/// Deletes the tenant's oldest finished runs beyond the newest `keep`, at most `cap`:
+/// report, summary and the run's blackboard. Returns how many runs went. Only the
+/// tenant's own readable summaries count (as in the list).
+pub(crate) fn prune(
+    mind: &Mind,
+    tenant: &Tenant,
+    keep: usize,
+    cap: usize,
+) -> Result<usize, AppError> {
     let scope = scope(mind, tenant)?;
     let mut runs: Vec<(u64, String, String)> = scope
         .read_pattern("summary.*")?
         .into_iter()
-        .map(|e| {
-            // An unreadable summary sorts oldest, so it goes first.
-            let (started, id) = match serde_json::from_value::<StoredSummary>(e.value) {
-                Ok(s) => (s.summary.started_ms, s.summary.run_id),
-                Err(_) => (0, String::new()),
-            };
-            (started, id, e.key)
+        .filter_map(|e| match serde_json::from_value::<StoredSummary>(e.value) {
+            Ok(s) if s.tenant == tenant.as_str() => {
+                Some((s.summary.finished_ms, s.summary.run_id, e.key))
+            }
+            _ => None,
         })
         .collect();
     if runs.len() <= keep {
         return Ok(0);
     }
+    // Newest finished first: a long ask just recorded is among the kept.
     runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
-    let doomed = runs.split_off(keep);
+    let mut doomed = runs.split_off(keep);
+    // The oldest first, when the cap leaves some for the next pass.
+    doomed.reverse();
+    doomed.truncate(cap);
     for (_, run_id, key) in &doomed {
         let seg = key.strip_prefix("summary.").unwrap_or(key);
         // The summary last: a run whose deletion fails half-way is found again next time.
         scope.delete(&format!("run.{seg}"))?;
-        if !run_id.is_empty() {
-            match mind.drop_run(&tenant.run_id(run_id)) {
-                // No blackboard was written under an id the Mind refuses.
-                Ok(_) | Err(MindError::InvalidKey { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        match mind.drop_run(&tenant.run_id(run_id)) {
+            // No blackboard was written under an id the Mind refuses.
+            Ok(_) | Err(MindError::InvalidKey { .. }) => {}
+            Err(e) => return Err(e.into()),
         }
         scope.delete(key)?;
     }

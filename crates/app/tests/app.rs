@@ -265,6 +265,14 @@ fn blackboard_keys(app: &App, tenant: &Tenant, run_id: &str) -> usize {
     run.list_keys("*").unwrap().len() - global
 }
 
+fn run_ids(app: &App, t: &Tenant) -> Vec<String> {
+    app.runs(t, 200)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run_id)
+        .collect()
+}
+
 #[test]
 fn each_tenant_keeps_its_newest_runs_kept_and_the_oldest_go_with_their_blackboards() {
     let (tmp, app) = app_with(|c| c.mind.runs_kept = 5);
@@ -276,20 +284,13 @@ fn each_tenant_keeps_its_newest_runs_kept_and_the_oldest_go_with_their_blackboar
     ask_docs(&app, &globex, "g1");
     for i in 0..9 {
         ask_docs(&app, &acme, &format!("a{i}"));
-        // Runs started in the same millisecond sort by id; keep them apart.
-        std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    let ids = |t: &Tenant| -> Vec<String> {
-        app.runs(t, 50)
-            .unwrap()
-            .into_iter()
-            .map(|r| r.run_id)
-            .collect()
-    };
+    // Pruning runs in the background.
+    app.settle_runs();
     // With 5 kept, every run recorded prunes (every 5/8-th, at least each).
-    assert_eq!(ids(&acme), ["a8", "a7", "a6", "a5", "a4"]);
+    assert_eq!(run_ids(&app, &acme), ["a8", "a7", "a6", "a5", "a4"]);
     // Another tenant's runs are not counted against acme's, nor pruned with them.
-    assert_eq!(ids(&globex), ["g1", "g0"]);
+    assert_eq!(run_ids(&app, &globex), ["g1", "g0"]);
     for old in ["a0", "a3"] {
         let e = app.run(&acme, old).unwrap_err();
         assert!(matches!(e, AppError::NotFound(_)), "{e}");
@@ -303,33 +304,61 @@ fn each_tenant_keeps_its_newest_runs_kept_and_the_oldest_go_with_their_blackboar
 }
 
 #[test]
-fn the_embedded_minds_file_stops_growing_once_runs_are_pruned() {
+fn runs_are_pruned_every_eighth_of_the_bound() {
+    // 16 kept: a pass after the first run and every 2nd after (r0, r2, ..., r18).
+    let (tmp, app) = app_with(|c| c.mind.runs_kept = 16);
+    let acme = Tenant::new("acme").unwrap();
+    rocket_docs(&app, tmp.path(), &acme);
+    for i in 0..20 {
+        ask_docs(&app, &acme, &format!("r{i:02}"));
+    }
+    app.settle_runs();
+    // r18's pass left 16 of 19; r19 came after it.
+    let ids = run_ids(&app, &acme);
+    assert_eq!(ids.len(), 17, "{ids:?}");
+    assert_eq!(ids.last().map(String::as_str), Some("r03"), "{ids:?}");
+}
+
+/// mind.redb's size after 30, 60 and 90 asks, with `runs_kept`.
+fn mind_file_sizes(runs_kept: usize) -> Vec<u64> {
     let tmp = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.embedding.model_dir = neuralcore_models::testing::model_cache()
         .display()
         .to_string();
-    config.mind.runs_kept = 8;
+    config.mind.runs_kept = runs_kept;
     let data = tmp.path().join("data");
     // The configured Mind: `<data dir>/mind.redb`.
     let app = App::open(&data, config, OpenOptions::default()).unwrap();
     let acme = Tenant::new("acme").unwrap();
     rocket_docs(&app, tmp.path(), &acme);
-    let size = || std::fs::metadata(data.join("mind.redb")).unwrap().len();
     let mut sizes = Vec::new();
     for i in 0..90 {
         ask_docs(&app, &acme, &format!("r{i}"));
         if i % 30 == 29 {
-            sizes.push(size());
+            app.settle_runs();
+            sizes.push(std::fs::metadata(data.join("mind.redb")).unwrap().len());
         }
     }
-    // 30 runs hold some 8 at a time; without the bound the file would grow about
-    // threefold from the first sample to the last.
-    let (first, last) = (sizes[0], sizes[2]);
-    eprintln!("mind.redb after 30, 60 and 90 runs: {sizes:?} bytes");
-    assert!(
-        last <= first + first / 4,
-        "mind.redb grew from {first} to {last} bytes: {sizes:?}"
+    if runs_kept > 0 {
+        assert_eq!(app.runs(&acme, 50).unwrap().len(), runs_kept);
+    }
+    sizes
+}
+
+#[test]
+fn the_embedded_minds_file_stops_growing_once_runs_are_pruned() {
+    let bounded = mind_file_sizes(8);
+    let unbounded = mind_file_sizes(0);
+    eprintln!(
+        "mind.redb after 30, 60 and 90 runs: {bounded:?} bytes with 8 kept, {unbounded:?} with all"
     );
-    assert_eq!(app.runs(&acme, 50).unwrap().len(), 8);
+    let growth = |s: &[u64]| s[2].saturating_sub(s[0]);
+    // Without the bound the file grows with the runs (it doubled here); with it, redb
+    // reuses the pruned runs' pages.
+    assert!(growth(&unbounded) > 0, "{unbounded:?}");
+    assert!(
+        growth(&bounded) <= growth(&unbounded) / 4,
+        "{bounded:?} against {unbounded:?}"
+    );
 }

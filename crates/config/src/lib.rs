@@ -471,7 +471,8 @@ pub struct MindSettings {
     /// Longest life of a run's keys, in seconds (0 = no limit).
     pub run_ttl_secs: u64,
     /// Finished asks kept per tenant for the runs list, each with its report and
-    /// blackboard; the oldest go first (0 = only `run_ttl_secs` bounds them).
+    /// blackboard; the oldest go first (0 = no count bound: reports stay 7 days,
+    /// blackboards `run_ttl_secs`).
     pub runs_kept: usize,
     /// Largest value, in bytes of JSON.
     pub max_value_bytes: usize,
@@ -857,7 +858,7 @@ timeout_ms = 1000
 run_ttl_secs = 604800
 # Finished asks kept per tenant for the runs list (GET /v1/runs), each with its
 # report and blackboard (about 140 KB together in a soak); the oldest go first.
-# 0 = only run_ttl_secs bounds them.
+# 0 = no count bound (reports stay 7 days, blackboards run_ttl_secs).
 runs_kept = 1000
 # Largest value, in bytes of JSON.
 max_value_bytes = 1048576
