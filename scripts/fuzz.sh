@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes every parser that reads outside input (fuzz/fuzz_targets: each loader with
 # chunking, the keyword analyzer and sentence primitives, the LLM client's answer and
-# stream parsing, SearxNG answers, the Mind's key globs) with cargo-fuzz (libFuzzer,
-# AddressSanitizer, debug assertions) on the nightly toolchain.
+# stream parsing, SearxNG answers, the Mind's key globs, the markdown agent parser, MCP
+# messages, the config loader) with cargo-fuzz (libFuzzer, AddressSanitizer, debug
+# assertions) on the nightly toolchain.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]   # SECONDS per target (default 60); all targets
 #

@@ -83,16 +83,10 @@ impl std::str::FromStr for QueryWeights {
 /// `redis://user:***@host`, `redis://:secret@host` becomes `redis://:***@host`, and a
 /// `password=` or `pass=` query parameter is hidden the same way.
 pub fn redact_url(url: &str) -> String {
+    // The query's passwords first: hiding one can end the authority earlier (a `/` in a
+    // password), and the user info is then read from what is left, so a second pass
+    // changes nothing.
     let mut out = url.to_string();
-    if let Some(start) = out.find("://").map(|i| i + 3) {
-        let rest = &out[start..];
-        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@') {
-            if let Some(colon) = rest[..at].find(':') {
-                out = format!("{}{}:***{}", &out[..start], &rest[..colon], &rest[at..]);
-            }
-        }
-    }
     for param in ["password=", "pass="] {
         let mut from = 0;
         while let Some(i) = out[from..].find(param).map(|i| i + from) {
@@ -107,6 +101,15 @@ pub fn redact_url(url: &str) -> String {
                 .map_or(out.len(), |j| start + j);
             out = format!("{}***{}", &out[..start], &out[end..]);
             from = start + 3;
+        }
+    }
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let rest = &out[start..];
+        let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                out = format!("{}{}:***{}", &out[..start], &rest[..colon], &rest[at..]);
+            }
         }
     }
     out
@@ -135,6 +138,18 @@ mod tests {
             "unix:///s.sock?password=***"
         );
         assert_eq!(redact_url("not a url"), "not a url");
+        // A password in the query that ends the authority early is hidden, and so is
+        // the user info found after it: a second pass changes nothing.
+        let once = redact_url("redis://a:b&pass=/&@h/");
+        assert_eq!(once, "redis://a:***@h/");
+        for url in [
+            "redis://a:b&pass=/&@h/",
+            "redis://x&pass=1:s@h?password=p#f",
+            &once,
+        ] {
+            let r = redact_url(url);
+            assert_eq!(redact_url(&r), r, "{url}");
+        }
     }
 
     #[test]
