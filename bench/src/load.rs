@@ -11,7 +11,10 @@
 //! descriptors with the window's requests, errors and p99; at the end, per operation
 //! the requests, the answers by status and p50/p99 of each status; the ingest jobs'
 //! outcome once the queue has drained; and the RSS growth from the first sample to the
-//! last (the soak's leak check). With serve arguments that make the server small
+//! last (the soak's leak check). With `--warmup-secs W` the load runs W seconds more
+//! before the soak proper, and growth is counted from the first sample after them: the
+//! caches fill to their bounds during the warm-up. Each sample also gives the data
+//! dir's size on disk (`data_mib`, and `mind_mib` for the embedded Mind). With serve arguments that make the server small
 //! (`--serve-args "--max-concurrency 2 --max-queue 4"`) and many clients, it is the
 //! overload run: the 503s' latency says whether excess load is refused at once or
 //! queued until timeouts.
@@ -241,6 +244,7 @@ fn ok_status(op: &str, status: u16) -> bool {
 pub fn bench_load(args: &[String]) -> Result<(), String> {
     let w = Workload::parse(args)?;
     let (mut clients, mut secs, mut rate, mut sample_secs) = (50usize, 60u64, 0.0f64, 10u64);
+    let mut warmup = 0u64;
     let mut mix = [6usize, 2, 1, 1];
     let mut serve_args: Vec<String> = Vec::new();
     let mut bin = std::env::current_exe()
@@ -253,6 +257,7 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
             "--secs" => secs = parse_arg(a, v)?,
             "--rate" => rate = parse_arg(a, v)?,
             "--sample-secs" => sample_secs = parse_arg::<u64>(a, v)?.max(1),
+            "--warmup-secs" => warmup = parse_arg(a, v)?,
             "--serve-args" => serve_args = v.split_whitespace().map(str::to_string).collect(),
             "--bin" => bin = v.into(),
             "--server-model-dir" => model_dir = Some(v.clone()),
@@ -393,7 +398,7 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
     // Sample the server every `sample_secs` until the end.
     let mut rss_fd: Vec<(f64, u64, usize)> = Vec::new();
     let mut window_from = 0.0f64;
-    let end = start + Duration::from_secs(secs);
+    let end = start + Duration::from_secs(warmup + secs);
     loop {
         let now = Instant::now();
         if now >= end {
@@ -403,6 +408,11 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
         let at = start.elapsed().as_secs_f64();
         let (rss, fds) = proc_stats(pid);
         rss_fd.push((at, rss, fds));
+        let mib = |b: u64| (b as f64 / (1 << 20) as f64 * 10.0).round() / 10.0;
+        let (data, mind) = (
+            mib(dir_bytes(&w.data_dir)),
+            mib(std::fs::metadata(w.data_dir.join("mind.redb")).map_or(0, |m| m.len())),
+        );
         let s = samples.lock().unwrap();
         let mut win: Vec<f64> = Vec::new();
         let mut errors = 0usize;
@@ -413,8 +423,8 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
         drop(s);
         println!(
             "{}",
-            json!({"bench": "load-sample", "isa": isa, "at_s": at.round(), "rss_mib": rss as f64 / 1024.0,
-                "fds": fds, "requests": win.len(), "errors": errors, "p99_ms": pct(&mut win, 0.99)})
+            json!({"bench": "load-sample", "isa": isa, "at_s": at.round(), "warmup": at <= warmup as f64,
+                "rss_mib": rss as f64 / 1024.0, "data_mib": data, "mind_mib": mind, "fds": fds, "requests": win.len(), "errors": errors, "p99_ms": pct(&mut win, 0.99)})
         );
         window_from = at;
     }
@@ -465,9 +475,14 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
             .or_default() += 1;
     }
     let mut shed_ms: Vec<f64> = shed.iter().map(|s| s.ms).collect();
-    let first = rss_fd.first().copied().unwrap_or((0.0, rss_end, fds_end));
+    // Growth over the soak: from its first sample after the warm-up to the last.
+    let first = rss_fd
+        .iter()
+        .find(|x| x.0 > warmup as f64)
+        .or(rss_fd.first())
+        .copied()
+        .unwrap_or((0.0, rss_end, fds_end));
     let last = rss_fd.last().copied().unwrap_or((0.0, rss_end, fds_end));
-    // Growth over the run after the first sample (the first window warms caches).
     let growth = if first.1 > 0 {
         last.1 as f64 / first.1 as f64 - 1.0
     } else {
@@ -477,7 +492,7 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
     let fds_max = rss_fd.iter().map(|x| x.2).max().unwrap_or(fds_end);
     println!(
         "{}",
-        json!({"bench": "load", "isa": isa, "clients": clients, "secs": secs, "rate": rate,
+        json!({"bench": "load", "isa": isa, "clients": clients, "secs": secs, "warmup_secs": warmup, "rate": rate,
             "mix": {"search": mix[0], "ask": mix[1], "ingest": mix[2], "memory": mix[3]},
             "serve_args": serve_args, "requests": all.len(), "per_sec": all.len() as f64 / elapsed,
             "errors_by_status": errors_by_status,
@@ -491,4 +506,19 @@ pub fn bench_load(args: &[String]) -> Result<(), String> {
             "fds": {"first": first.2, "last": last.2, "max": fds_max, "after_drain": fds_end}})
     );
     Ok(())
+}
+
+/// Bytes of the files under `dir` (0 for what cannot be read: files come and go).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
