@@ -14,10 +14,10 @@
 //! last (the soak's leak check). With `--warmup-secs W` the load runs W seconds more
 //! before the soak proper, and growth is counted from the first sample after them: the
 //! caches fill to their bounds during the warm-up. Each sample also gives the data
-//! dir's size on disk (`data_mib`, and `mind_mib` for the embedded Mind). With serve arguments that make the server small
-//! (`--serve-args "--max-concurrency 2 --max-queue 4"`) and many clients, it is the
-//! overload run: the 503s' latency says whether excess load is refused at once or
-//! queued until timeouts.
+//! dir's size on disk (`data_mib`, and `mind_mib` for the embedded Mind). With serve
+//! arguments that make the server small (`--serve-args "--max-concurrency 2
+//! --max-queue 4"`) and many clients, it is the overload run: the 503s' latency says
+//! whether excess load is refused at once or queued until timeouts.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

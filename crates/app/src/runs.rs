@@ -361,37 +361,51 @@ pub(crate) fn prune(
     cap: usize,
 ) -> Result<usize, AppError> {
     let scope = scope(mind, tenant)?;
-    let mut runs: Vec<(u64, String, String)> = scope
-        .read_pattern("summary.*")?
-        .into_iter()
-        .filter_map(|e| match serde_json::from_value::<StoredSummary>(e.value) {
-            Ok(s) if s.tenant == tenant.as_str() => {
-                Some((s.summary.finished_ms, s.summary.run_id, e.key))
-            }
-            _ => None,
-        })
-        .collect();
+    let mut runs = summaries(&scope, tenant)?;
     if runs.len() <= keep {
         return Ok(0);
     }
     // Newest finished first: a long ask just recorded is among the kept.
-    runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    runs.sort_by(|a, b| {
+        b.finished_ms
+            .cmp(&a.finished_ms)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
     let mut doomed = runs.split_off(keep);
     // The oldest first, when the cap leaves some for the next pass.
     doomed.reverse();
     doomed.truncate(cap);
-    for (_, run_id, key) in &doomed {
-        let seg = key.strip_prefix("summary.").unwrap_or(key);
+    for run in &doomed {
+        let Some(seg) = segment(&run.run_id) else {
+            continue;
+        };
         // The summary last: a run whose deletion fails half-way is found again next time.
         scope.delete(&format!("run.{seg}"))?;
-        match mind.drop_run(&tenant.run_id(run_id)) {
+        match mind.drop_run(&tenant.run_id(&run.run_id)) {
             // No blackboard was written under an id the Mind refuses.
             Ok(_) | Err(MindError::InvalidKey { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        scope.delete(key)?;
+        scope.delete(&format!("summary.{seg}"))?;
     }
     Ok(doomed.len())
+}
+
+/// The summaries of the tenant's runs kept, in no order; unreadable ones are skipped
+/// (and logged), as are any not the tenant's.
+fn summaries(scope: &Scope, tenant: &Tenant) -> Result<Vec<RunSummary>, AppError> {
+    Ok(scope
+        .read_pattern("summary.*")?
+        .into_iter()
+        .filter_map(|e| match serde_json::from_value::<StoredSummary>(e.value) {
+            Ok(s) if s.tenant == tenant.as_str() => Some(s.summary),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!("skipping the unreadable run summary {}: {err}", e.key);
+                None
+            }
+        })
+        .collect())
 }
 
 /// The tenant's runs kept, newest first, at most `limit` (1 to [`RUNS_MAX_LIMIT`]).
@@ -405,18 +419,7 @@ pub(crate) fn list(
             "limit must be 1 to {RUNS_MAX_LIMIT}"
         )));
     }
-    let mut runs: Vec<RunSummary> = scope(mind, tenant)?
-        .read_pattern("summary.*")?
-        .into_iter()
-        .filter_map(|e| match serde_json::from_value::<StoredSummary>(e.value) {
-            Ok(s) if s.tenant == tenant.as_str() => Some(s.summary),
-            Ok(_) => None,
-            Err(err) => {
-                tracing::warn!("skipping the unreadable run summary {}: {err}", e.key);
-                None
-            }
-        })
-        .collect();
+    let mut runs = summaries(&scope(mind, tenant)?, tenant)?;
     runs.sort_by(|a, b| {
         b.started_ms
             .cmp(&a.started_ms)
