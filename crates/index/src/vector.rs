@@ -67,6 +67,11 @@ pub struct VectorStats {
 pub struct VectorIndex {
     path: Option<PathBuf>,
     graph: RwLock<Graph>,
+    /// One writer at a time: [`VectorIndex::apply`] builds the next graph (and writes
+    /// its snapshot) under this lock alone, so searches go on over the current graph and
+    /// wait only for the swap — a compaction rebuilds the whole graph, seconds on a
+    /// collection of some thousands of chunks.
+    writer: std::sync::Mutex<()>,
 }
 
 #[derive(Clone)]
@@ -544,6 +549,7 @@ impl VectorIndex {
         VectorIndex {
             path: Some(path.to_path_buf()),
             graph: RwLock::new(graph),
+            writer: Default::default(),
         }
     }
 
@@ -552,6 +558,7 @@ impl VectorIndex {
         VectorIndex {
             path: None,
             graph: RwLock::new(Graph::new(model, dim, params)),
+            writer: Default::default(),
         }
     }
 
@@ -581,15 +588,18 @@ impl VectorIndex {
         added: &[((DocKey, u32), Vec<f32>)],
         generation: u64,
     ) -> Result<(), VectorError> {
-        let mut g = self.graph.write().expect("vector index lock");
+        // The writer lock guards no data: a panic in an earlier build left the graph as it
+        // was, so a poisoned lock is taken as it is.
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.graph.read().expect("vector index lock").clone();
         for (key, v) in added {
-            if v.len() != g.dim {
+            if v.len() != next.dim {
                 return Err(VectorError::Invalid(format!(
                     "chunk {:016x}#{} has {} dimensions, the index {}",
                     key.0,
                     key.1,
                     v.len(),
-                    g.dim
+                    next.dim
                 )));
             }
             if v.iter().any(|x| !x.is_finite()) {
@@ -599,7 +609,6 @@ impl VectorIndex {
                 )));
             }
         }
-        let mut next = g.clone();
         if !removed.is_empty() {
             let gone: std::collections::HashSet<DocKey> = removed.iter().copied().collect();
             let keys: Vec<(DocKey, u32)> = next
@@ -624,12 +633,18 @@ impl VectorIndex {
         if let Some(path) = &self.path {
             save(path, &next.encode())?;
         }
-        *g = next;
+        let mut g = self.graph.write().expect("vector index lock");
+        // `set_ef_search` may have run meanwhile; the graph has not changed (one writer).
+        next.params.ef_search = g.params.ef_search;
+        let old = std::mem::replace(&mut *g, next);
+        drop(g);
+        drop(old); // freed after searches may go on
         Ok(())
     }
 
     /// Drop every vector (keeping model and parameters) at generation 0.
     pub fn clear(&self) {
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut g = self.graph.write().expect("vector index lock");
         *g = Graph::new(&g.model, g.dim, g.params);
     }
