@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 
 use crate::crag::{numbers, AnswerSentence, Conflict, ConflictSide, Strip};
+use crate::values::{norm, value_kind};
 
 /// How two statements differ: what kind of value, and each one's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,46 +23,6 @@ pub struct Disagreement {
     pub mine: String,
     /// The second statement's value.
     pub theirs: String,
-}
-
-const NUMBER_WORDS: &[&str] = &[
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-    "twelve", "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "million", "billion",
-    "first", "second", "third", "fourth", "fifth", "dozen",
-];
-
-/// A word for comparison: lower case, without surrounding punctuation.
-fn norm(w: &str) -> String {
-    w.trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase()
-}
-
-/// What kind of value a run of words is, if it is one: a date (a month or a year), a
-/// number (digits or a number word), or a name (a capitalised word; `lead` says the run
-/// opens its sentence, where every word is capitalised).
-fn value_kind(words: &[&str], lead: bool) -> Option<&'static str> {
-    let lower: Vec<String> = words.iter().map(|w| norm(w)).collect();
-    let year = |w: &str| w.len() == 4 && w.chars().all(|c| c.is_ascii_digit());
-    if lower
-        .iter()
-        .any(|w| neuralcore_core::text::MONTHS.contains(&w.as_str()) || year(w))
-    {
-        return Some("date");
-    }
-    if lower
-        .iter()
-        .any(|w| w.chars().any(|c| c.is_ascii_digit()) || NUMBER_WORDS.contains(&w.as_str()))
-    {
-        return Some("number");
-    }
-    let capital = words.iter().enumerate().any(|(i, w)| {
-        !(lead && i == 0)
-            && w.trim_start_matches(|c: char| !c.is_alphanumeric())
-                .chars()
-                .next()
-                .is_some_and(char::is_uppercase)
-    });
-    capital.then_some("name")
 }
 
 /// Content words of a sentence (lower case, longer than three letters), for overlap.

@@ -28,6 +28,7 @@ pub mod planner;
 pub mod schema;
 pub mod tool;
 pub mod tools;
+pub mod values;
 
 #[doc(hidden)]
 pub use inventory;

@@ -170,6 +170,37 @@ fn ambiguous() -> &'static Kb {
     })
 }
 
+/// The Eiffel fact and the same statement with another year, graded by a feature model
+/// that reads only the retrieval rank: the first hit is AMBIGUOUS, every other one
+/// INCORRECT, so the second side of the dispute is graded below the lower threshold.
+fn rank_graded_dispute() -> &'static Kb {
+    static KB: OnceLock<Kb> = OnceLock::new();
+    KB.get_or_init(|| {
+        let fact = "# Eiffel Tower\n\nThe Eiffel Tower in Paris was completed in 1889 by the \
+                    company of Gustave Eiffel.\n";
+        let other_year = "# Paris history\n\nIn Paris, the Eiffel Tower was completed in 1887 \
+                          by the company of Gustave Eiffel.\n";
+        let docs = [
+            BREAD,
+            TIDES,
+            ZEBRA,
+            ("eiffel.md", fact),
+            ("history.md", other_year),
+        ];
+        kb(
+            |cfg| {
+                // sigmoid(-2 + 4 × rank): 0.88 for the first hit, 0.50 for the second.
+                cfg.grade.evaluator = "features".into();
+                cfg.grade.bias = -2.0;
+                cfg.grade.weights = vec![0.0, 0.0, 0.0, 0.0, 0.0, 4.0];
+                cfg.grade.upper = 0.95;
+                cfg.grade.lower = 0.6;
+            },
+            &[("dispute", &docs)],
+        )
+    })
+}
+
 /// An orchestrator over `services` whose budgets run on a frozen clock.
 fn orchestrator(services: Services) -> Orchestrator {
     let registry = Registry::discover().unwrap();
@@ -1367,6 +1398,42 @@ fn corroboration_by_another_document_verifies() {
     let cited: Vec<&str> = r.citations.iter().map(|c| c.title.as_str()).collect();
     assert!(
         cited.contains(&"Eiffel Tower") && cited.contains(&"Paris history"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_dispute_keeps_its_other_side_though_graded_lower() {
+    // The first hit is AMBIGUOUS, the other account of the same statement INCORRECT by
+    // its rank alone. Verification finds that account disputing the first: both sides
+    // stay, and the answer states the conflict instead of dropping the evidence (or
+    // keeping one side as fact).
+    let kb = rank_graded_dispute();
+    let o = plain(kb);
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts("dispute"));
+    let why = summary(&r);
+    for t in ["Eiffel Tower", "Paris history"] {
+        assert!(
+            verdicts_of(&r, t)
+                .iter()
+                .any(|g| g.verdict == Verdict::Verified),
+            "{t}: {why}"
+        );
+    }
+    assert!(
+        r.verdicts.iter().any(|g| g.reason.contains("disputed by"))
+            && r.verdicts.iter().any(|g| g.reason.contains("; disputes ")),
+        "{why}"
+    );
+    for t in ["Bread", "Tides", "Zebra migration"] {
+        for g in verdicts_of(&r, t) {
+            assert!(!g.verdict.kept(), "{t}: {why}");
+        }
+    }
+    assert!(!r.abstained, "{why}");
+    assert_eq!(r.conflicts.len(), 1, "{why}");
+    assert!(
+        r.answer.contains("1889") && r.answer.contains("1887"),
         "{why}"
     );
 }

@@ -98,7 +98,8 @@ impl Tool for VerifyTool {
         // bridge paragraph of a multi-hop question.
         let kept = kept_texts(store, &verdicts, |g| g.verdict.kept())?;
         let sides = crate::planner::comparison_sides(&question);
-        let (mut verified, mut dropped) = (0, 0);
+        let (mut verified, mut dropped, mut revived) = (0, 0, 0);
+        let pending_set: std::collections::HashSet<usize> = pending.iter().copied().collect();
         for i in pending {
             ctx.check()?;
             let g = verdicts[i].clone();
@@ -174,10 +175,9 @@ impl Tool for VerifyTool {
                     let other_id = neuralcore_core::doc_id(h.doc);
                     let graded = verdicts
                         .iter()
-                        .find(|v| v.doc == other_id && v.ordinal == h.ordinal)
-                        .map(|v| v.score);
+                        .position(|v| v.doc == other_id && v.ordinal == h.ordinal);
                     let on_topic = match graded {
-                        Some(s) => s,
+                        Some(j) => verdicts[j].score,
                         None => {
                             grader
                                 .score(&question, &[other.text.as_str()], &[], &[])?
@@ -185,7 +185,14 @@ impl Tool for VerifyTool {
                                 .score
                         }
                     };
-                    if on_topic < grader.lower {
+                    // A chunk this run retrieved that makes the claim's statement with
+                    // another value is as much on topic as the claim: its lower grade
+                    // comes from its rank and wording, and dropping it would leave one
+                    // side of the disagreement to be stated as fact.
+                    // (Not far below, though: a paraphrase with other figures about
+                    // something else is no side of this statement.)
+                    let partner = disputes && graded.is_some() && on_topic >= grader.lower / 2.0;
+                    if on_topic < grader.lower && !partner {
                         continue;
                     }
                     let title = store
@@ -198,6 +205,24 @@ impl Tool for VerifyTool {
                     // states the conflict (crate::conflict).
                     outcome = Some(
                         if let Some(d) = crate::conflict::disagreement(&claim, &other_sent) {
+                            // The other side stays too, when it was graded out or
+                            // dropped (a pending one is checked in its turn), settled in
+                            // this iteration.
+                            if let Some(j) = graded.filter(|&j| {
+                                matches!(verdicts[j].verdict, Verdict::Incorrect | Verdict::Dropped)
+                            }) {
+                                let this = format!("{}#{}", g.doc, g.ordinal);
+                                if pending_set.contains(&j) {
+                                    dropped -= 1;
+                                }
+                                verdicts[j].verdict = Verdict::Verified;
+                                verdicts[j].iteration = iteration;
+                                verdicts[j].reason = format!(
+                                    "{}; disputes {:?} ({this}): the same statement with another {} ({:?} against {:?})",
+                                    verdicts[j].reason, g.title, d.about, d.theirs, d.mine
+                                );
+                                revived += 1;
+                            }
                             (
                             Verdict::Verified,
                             format!(
@@ -251,6 +276,9 @@ impl Tool for VerifyTool {
         }
         let key = write_rounded(ctx, "verdicts", iteration, &verdicts)?;
         let mut msg = format!("{verified} verified, {dropped} dropped");
+        if revived > 0 {
+            msg.push_str(&format!("; {revived} graded lower kept as the other side of a dispute"));
+        }
         if let Some(n) = web_note {
             msg.push_str(&format!("; {n}"));
         }
