@@ -12,19 +12,6 @@ const NUMBER_WORDS: &[&str] = &[
     "first", "second", "third", "fourth", "fifth", "dozen",
 ];
 
-/// Capitalised words that name no one: weekdays, and words a sentence capitalises for
-/// other reasons.
-const NOT_NAMES: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "i",
-];
-
 /// A word for comparison: lower case, without surrounding punctuation.
 pub fn norm(w: &str) -> String {
     w.trim_matches(|c: char| !c.is_alphanumeric())
@@ -154,7 +141,8 @@ pub fn offers(sentence: &str, kind: &str, question: &str) -> bool {
         !n.is_empty()
             && n != "one"
             && !asked.contains(&n)
-            && !NOT_NAMES.contains(&n.as_str())
+            && n != "i"
+            && !neuralcore_core::text::WEEKDAYS.contains(&n.as_str())
             && value_kind(&[w], lead) == Some(kind)
     })
 }

@@ -35,6 +35,17 @@ pub const MONTHS: &[&str] = &[
     "dec",
 ];
 
+/// Weekday names, lower case: capitalised in text, but no names.
+pub const WEEKDAYS: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
 /// SHA-256 of bytes, as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

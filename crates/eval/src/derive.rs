@@ -72,16 +72,6 @@ impl AnswerType {
     }
 }
 
-const WEEKDAYS: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-];
-
 /// Lower-case words a name may hold between capitalized ones.
 const NAME_JOINERS: &[&str] = &[
     "of", "the", "de", "du", "des", "la", "le", "von", "van", "der", "den", "and", "&", "for",
@@ -195,7 +185,7 @@ pub fn answer_type(text: &str) -> Option<AnswerType> {
             .all(|(w, l)| capital(w) || NAME_JOINERS.contains(&l.as_str()))
         && !lower.iter().any(|l| {
             neuralcore_core::text::MONTHS.contains(&bare(l).as_str())
-                || WEEKDAYS.contains(&bare(l).as_str())
+                || neuralcore_core::text::WEEKDAYS.contains(&bare(l).as_str())
         })
         && !(words.len() == 1
             && (NAME_JOINERS.contains(&lower[0].as_str())
