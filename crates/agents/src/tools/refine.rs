@@ -78,6 +78,12 @@ impl Tool for RefineTool {
                 .iter()
                 .map(|&(s, e)| term_set(engine, &collection, &chunk.text[s..e]))
                 .collect::<Result<_, _>>()?;
+            // A question that asks for a date, a number or a name is answered by a
+            // sentence that states one: the others only share its words.
+            let want = wants(&g.query).or(wants(&question)).map(|kind| {
+                let words = crate::values::words_of;
+                (kind, words(&g.query), words(&question))
+            });
             let asked: HashSet<&str> = [&question, &g.query]
                 .iter()
                 .filter_map(|q| terms.get(q.as_str()))
@@ -104,12 +110,10 @@ impl Tool for RefineTool {
                 let new = sets[i].iter().filter(|t| !asked.contains(t.as_str())).count();
                 let novelty = new as f32 / sets[i].len().max(1) as f32;
                 let mut score = relevance * (0.5 + 0.5 * (novelty / 0.3).min(1.0));
-                // A question that asks for a date, a number or a name is answered by a
-                // sentence that states one: the others only share its words.
-                if let Some(kind) = wants(&g.query).or(wants(&question)) {
-                    if !crate::values::offers(&chunk.text[s..e], kind, &g.query)
-                        && !crate::values::offers(&chunk.text[s..e], kind, &question)
-                    {
+                if let Some((kind, by_query, by_question)) = &want {
+                    let text = &chunk.text[s..e];
+                    let offers = |asked| crate::values::offers(text, kind, asked);
+                    if !offers(by_query) && !offers(by_question) {
                         score *= type_miss;
                     }
                 }

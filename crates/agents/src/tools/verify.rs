@@ -99,8 +99,7 @@ impl Tool for VerifyTool {
         let kept = kept_texts(store, &verdicts, |g| g.verdict.kept())?;
         let sides = crate::planner::comparison_sides(&question);
         let (mut verified, mut dropped, mut revived) = (0, 0, 0);
-        let pending_set: std::collections::HashSet<usize> = pending.iter().copied().collect();
-        for i in pending {
+        for &i in &pending {
             ctx.check()?;
             let g = verdicts[i].clone();
             let key = parse_doc_id(&g.doc).ok_or_else(|| {
@@ -212,7 +211,7 @@ impl Tool for VerifyTool {
                                 matches!(verdicts[j].verdict, Verdict::Incorrect | Verdict::Dropped)
                             }) {
                                 let this = format!("{}#{}", g.doc, g.ordinal);
-                                if pending_set.contains(&j) {
+                                if pending.contains(&j) {
                                     dropped -= 1;
                                 }
                                 verdicts[j].verdict = Verdict::Verified;
