@@ -97,7 +97,8 @@ pub struct CacheSettings {
     pub hot_max_bytes: u64,
     /// `embedded`, `postgres` or `off`.
     pub cold: ColdTierKind,
-    /// Bound of the embedded cold tier, bytes.
+    /// Bound of the cold tier's keys and values, bytes. The embedded file takes up to
+    /// about twice this on disk: redb keeps freed pages to reuse, and never shrinks.
     pub cold_max_bytes: u64,
     /// Redis URL (hot tier `redis`).
     pub redis_url: String,
@@ -1024,9 +1025,10 @@ remember_answers = false
 # replicas: redis_url, keys under redis_prefix) or "off".
 hot = "memory"
 hot_max_bytes = 268435456
-# The cold tier: "embedded" (<data dir>/cache.redb, bounded by cold_max_bytes),
-# "postgres" (postgres_url, table postgres_table) or "off". A cold hit is copied into the
-# hot tier. A tier that fails is bypassed for a few seconds, never the request's failure.
+# The cold tier: "embedded" (<data dir>/cache.redb, bounded by cold_max_bytes of keys and
+# values; the file takes up to about twice that on disk), "postgres" (postgres_url, table
+# postgres_table) or "off". A cold hit is copied into the hot tier. A tier that fails is
+# bypassed for a few seconds, never the request's failure.
 cold = "embedded"
 cold_max_bytes = 1073741824
 redis_url = ""
