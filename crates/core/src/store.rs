@@ -57,6 +57,8 @@ pub trait DocStore: Send + Sync {
     fn index_journal(&self, collection: &str) -> StoreResult<IndexJournal>;
     /// Cached embeddings, one per key (`None` when not cached), read in one snapshot.
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>>;
+    /// How many embeddings are cached (of every model, held by a chunk or not).
+    fn embedding_count(&self) -> StoreResult<u64>;
     /// Start a write batch. Only one batch writes at a time; a second caller waits.
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>>;
 }
@@ -93,6 +95,14 @@ pub trait StoreBatch {
     /// Cache an embedding (kept when documents go: the cache is keyed by text, not by
     /// document, so re-adding a text never embeds it again).
     fn put_embedding(&mut self, key: &EmbeddingKey, vector: &[f32]) -> StoreResult<()>;
+    /// Drop every cached embedding that no stored chunk (of any collection) names, as
+    /// `key_of(document title, chunk)` gives a chunk's key; how many went. Replaced and
+    /// removed documents so leave no vectors behind for ever, and the batch being the
+    /// only writer, no chunk can appear meanwhile.
+    fn retain_embeddings(
+        &mut self,
+        key_of: &dyn Fn(&str, &Chunk) -> EmbeddingKey,
+    ) -> StoreResult<u64>;
     /// Make every write durable and visible at once.
     fn commit(self: Box<Self>) -> StoreResult<()>;
 }

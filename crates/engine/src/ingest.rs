@@ -301,6 +301,16 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         Ok(())
     }
 
+    /// After a commit: sweep the embedding cache when replaced and removed chunks left
+    /// enough vectors behind. A sweep that fails costs nothing but disk: it is logged.
+    fn sweep_embeddings(&self) {
+        if let Some((embedder, _)) = &self.vec {
+            if let Err(e) = self.engine.sweep_embeddings(embedder.model_id(), false) {
+                tracing::warn!("sweeping the embedding cache failed: {e}");
+            }
+        }
+    }
+
     /// Drop the open batch and index session without writing anything.
     fn rollback(&mut self) {
         self.batch = None;
@@ -756,6 +766,7 @@ impl Engine {
             obs.file_done(path, &outcome);
         }
         ing.commit(obs)?;
+        ing.sweep_embeddings();
         let mut summary = std::mem::take(&mut ing.summary);
         summary.elapsed_ms = start.elapsed().as_millis() as u64;
         Ok(summary)
@@ -799,6 +810,7 @@ impl Engine {
             ing.remove_source(s)?;
         }
         ing.commit(&mut Quiet)?;
+        ing.sweep_embeddings();
         Ok(RemoveSummary {
             sources: chosen.iter().map(|s| s.source_id.clone()).collect(),
             removed_documents: ing.summary.removed_documents,

@@ -15,6 +15,10 @@ use crate::{Engine, EngineError};
 /// Texts embedded per call to the model while ingesting (progress is reported after each).
 pub(crate) const EMBED_GROUP: usize = 256;
 
+/// Cached embeddings beyond twice the stored chunks, and this many more, start a sweep
+/// of the ones no chunk holds ([`Engine::sweep_embeddings`]).
+pub const EMBEDDING_SLACK: u64 = 4096;
+
 /// What a chunk's vector is computed from: its document title (when the chunk does not
 /// already start with it) and its text, as BEIR's sentence-transformers baselines do.
 pub fn embed_text(title: &str, text: &str) -> String {
@@ -257,6 +261,36 @@ impl Engine {
         self.sync_vectors(collection, &idx, &*embedder, progress)?;
         map.insert(collection.to_string(), idx.clone());
         Ok(Some(idx))
+    }
+
+    /// Drop the cached embeddings of `model_id` that no stored chunk holds any more (a
+    /// replaced or removed document's), once they are due: more than twice the chunks
+    /// of every collection and [`EMBEDDING_SLACK`] more, or always with `force`. The
+    /// cache is kept when documents go so that re-adding a text never embeds it again;
+    /// without a sweep it grew by every replaced chunk for ever (a soak replacing 200
+    /// uploads: 17,477 vectors for 7,714 chunks after 30 minutes). A sweep reads every
+    /// chunk once, a cost paid once per as many replaced chunks as the store holds.
+    /// Vectors of another model go too. How many went.
+    pub fn sweep_embeddings(&self, model_id: &str, force: bool) -> Result<u64, EngineError> {
+        if !force {
+            let cached = self.store.embedding_count()?;
+            let live: u64 = self.store.collections()?.iter().map(|c| c.chunks).sum();
+            if cached <= live.saturating_mul(2).saturating_add(EMBEDDING_SLACK) {
+                return Ok(0);
+            }
+        }
+        let start = std::time::Instant::now();
+        let mut batch = self.store.begin()?;
+        let gone = batch
+            .retain_embeddings(&|title, c| embedding_key(model_id, &embed_text(title, &c.text)))?;
+        batch.commit()?;
+        tracing::info!(
+            gone,
+            left = self.store.embedding_count().unwrap_or(0),
+            ms = start.elapsed().as_millis() as u64,
+            "swept the embedding cache of vectors no chunk holds"
+        );
+        Ok(gone)
     }
 
     /// Drop the cached vector index of a collection so the next use re-syncs it.

@@ -158,6 +158,41 @@ fn reingest_and_rm_replace_vectors_with_their_chunks() {
 }
 
 #[test]
+fn vectors_no_chunk_holds_are_swept_from_the_cache_and_the_rest_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = corpus(tmp.path());
+    let e = Engine::open(&tmp.path().join("data"), config()).unwrap();
+    assert_eq!(ingest(&e, &[&docs], "a"), 3);
+    // Cats replaced twice, bread removed: five texts cached, two held.
+    for body in ["Lions hunt in prides.", "Tigers swim well."] {
+        write(&docs, "cats.md", &format!("# Cats\n\n{body}"));
+        assert_eq!(ingest(&e, &[&docs], "a"), 1);
+    }
+    let bread = docs.join("bread.md");
+    e.remove("a", &[bread.display().to_string()]).unwrap();
+    assert_eq!(e.store().embedding_count().unwrap(), 5);
+    let model = e.embedder().unwrap().model_id().to_string();
+    // Not due: far fewer than twice the chunks and the slack.
+    assert_eq!(e.sweep_embeddings(&model, false).unwrap(), 0);
+    assert_eq!(e.sweep_embeddings(&model, true).unwrap(), 3);
+    assert_eq!(e.store().embedding_count().unwrap(), 2);
+    // What is held stays cached: the same texts elsewhere embed nothing...
+    std::fs::remove_file(&bread).unwrap();
+    assert_eq!(ingest(&e, &[&docs], "b"), 0);
+    assert_eq!(
+        titles(&e, "b", "big cats in the water", SearchMode::Vector)[0],
+        "Cats"
+    );
+    // ...and a swept text is embedded again when it comes back.
+    write(
+        &docs,
+        "bread.md",
+        "# Bread\n\nDough made from flour, water and yeast rises before it is baked.",
+    );
+    assert_eq!(ingest(&e, &[&docs], "b"), 1);
+}
+
+#[test]
 fn a_lost_or_damaged_vector_index_is_rebuilt_from_the_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");

@@ -229,6 +229,51 @@ pub fn embeddings(store: &dyn DocStore) {
         store.embeddings(&[b, a]).unwrap(),
         vec![None, Some(vec![1.0, -2.5, 3.25])]
     );
+    assert_eq!(store.embedding_count().unwrap(), 1);
+
+    // Retaining keeps what a stored chunk names (here: its title and text under model
+    // "m"), in any collection, and drops the rest, atomically with its batch.
+    let key_of = |title: &str, c: &Chunk| {
+        neuralcore_core::embedding_key("m", &format!("{title}\n{}", c.text))
+    };
+    let mut w = store.begin().unwrap();
+    let mut held = Vec::new();
+    for (coll, content) in [("e1", "one"), ("e2", "two")] {
+        w.ensure_collection(coll, "2026-01-01T00:00:00Z").unwrap();
+        let d = sample_doc(coll, content);
+        w.put_document(&d).unwrap();
+        for c in sample_chunks(&d) {
+            w.put_chunk(coll, &c).unwrap();
+            held.push(key_of(&d.title, &c));
+        }
+    }
+    for k in &held {
+        w.put_embedding(k, &[0.5]).unwrap();
+    }
+    w.commit().unwrap();
+    assert_eq!(store.embedding_count().unwrap(), 5);
+    let mut w = store.begin().unwrap();
+    assert_eq!(
+        w.retain_embeddings(&key_of).unwrap(),
+        1,
+        "only `a` is held by none"
+    );
+    drop(w);
+    assert_eq!(store.embedding_count().unwrap(), 5, "dropped batch");
+    let mut w = store.begin().unwrap();
+    assert_eq!(w.retain_embeddings(&key_of).unwrap(), 1);
+    w.commit().unwrap();
+    assert_eq!(store.embedding_count().unwrap(), 4);
+    assert_eq!(store.embeddings(&[a]).unwrap(), vec![None]);
+    assert!(store.embeddings(&held).unwrap().iter().all(Option::is_some));
+
+    // A document removed: its chunks' vectors go at the next sweep.
+    let mut w = store.begin().unwrap();
+    w.delete_document("e1", sample_doc("e1", "one").key)
+        .unwrap();
+    assert_eq!(w.retain_embeddings(&key_of).unwrap(), 2);
+    w.commit().unwrap();
+    assert_eq!(store.embedding_count().unwrap(), 2);
 }
 
 /// Run every check, each on a fresh store from `make`.

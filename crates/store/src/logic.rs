@@ -305,6 +305,26 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
         Ok(())
     }
 
+    fn retain_embeddings(
+        &mut self,
+        key_of: &dyn Fn(&str, &Chunk) -> EmbeddingKey,
+    ) -> StoreResult<u64> {
+        let mut keep = std::collections::HashSet::new();
+        for (_, v) in self.raw.scan(Table::Documents, b"")? {
+            let doc: DocumentRecord = dec(Table::Documents, &v)?;
+            for c in self.reader().chunks(doc.key)? {
+                keep.insert(key_of(&doc.title, &c));
+            }
+        }
+        let mut gone = 0;
+        for (k, _) in self.raw.scan(Table::Embeddings, b"")? {
+            if !keep.contains(k.as_slice()) && self.raw.del(Table::Embeddings, &k)? {
+                gone += 1;
+            }
+        }
+        Ok(gone)
+    }
+
     fn commit(self: Box<Self>) -> StoreResult<()> {
         let mut this = *self;
         let journal = std::mem::take(&mut this.journal);

@@ -49,6 +49,9 @@ impl RawRead for Snapshot {
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Ok(scan_map(self.0.get(&t), prefix))
     }
+    fn len(&self, t: Table) -> StoreResult<u64> {
+        Ok(self.0.get(&t).map_or(0, |m| m.len() as u64))
+    }
 }
 
 struct MemTxn<'a> {
@@ -63,6 +66,9 @@ impl RawRead for MemTxn<'_> {
     }
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Ok(scan_map(self.work.get(&t), prefix))
+    }
+    fn len(&self, t: Table) -> StoreResult<u64> {
+        Ok(self.work.get(&t).map_or(0, |m| m.len() as u64))
     }
 }
 
@@ -117,6 +123,9 @@ impl DocStore for InMemoryStore {
     }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         Reader(&self.snapshot()).embeddings(keys)
+    }
+    fn embedding_count(&self) -> StoreResult<u64> {
+        self.snapshot().len(Table::Embeddings)
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let guard = self

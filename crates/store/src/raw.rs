@@ -46,6 +46,8 @@ pub(crate) trait RawRead {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>>;
     /// Every entry whose key starts with `prefix`, in key order.
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// How many entries the table holds.
+    fn len(&self, t: Table) -> StoreResult<u64>;
 }
 
 /// An atomic write transaction; reads see its own writes.

@@ -16,7 +16,7 @@ use neuralcore_core::{
     Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, EmbeddingKey, IndexJournal,
     SourceRecord, StoreBatch, StoreError, StoreResult,
 };
-use redb::{ReadableTable, TableDefinition};
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use crate::logic::{Batch, Reader};
 use crate::raw::{RawRead, RawWrite, Table};
@@ -184,6 +184,13 @@ impl RawRead for ReadTxn<'_> {
             .map_err(|e| be(self.broken, e))?;
         scan_table(&table, prefix, self.broken)
     }
+    fn len(&self, t: Table) -> StoreResult<u64> {
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        table.len().map_err(|e| be(self.broken, e))
+    }
 }
 
 /// A write transaction (dropped before the guard of its database).
@@ -211,6 +218,13 @@ impl RawRead for WriteTxn<'_> {
             .open_table(def(t))
             .map_err(|e| be(self.broken, e))?;
         scan_table(&table, prefix, self.broken)
+    }
+    fn len(&self, t: Table) -> StoreResult<u64> {
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        table.len().map_err(|e| be(self.broken, e))
     }
 }
 
@@ -270,6 +284,9 @@ impl DocStore for RedbStore {
     }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         Reader(&self.read()?).embeddings(keys)
+    }
+    fn embedding_count(&self) -> StoreResult<u64> {
+        self.read()?.len(Table::Embeddings)
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let db = self.db()?;
