@@ -307,10 +307,14 @@ impl Engine {
         let mut out = Vec::with_capacity(hits.len());
         for h in hits {
             let Some(chunk) = self.store.chunk(h.doc, h.ordinal)? else {
-                tracing::warn!(
+                // The indexes follow the store a moment after each commit: a document
+                // replaced or removed meanwhile is skipped (the load bench's replacing
+                // uploads met this every few seconds). A lasting gap is caught when an
+                // index opens, by its generation.
+                tracing::debug!(
                     doc = h.doc,
                     ordinal = h.ordinal,
-                    "indexed chunk missing from the store"
+                    "indexed chunk gone from the store (replaced meanwhile): skipped"
                 );
                 continue;
             };
