@@ -35,6 +35,9 @@ pub const MAX_FILES: usize = 1000;
 /// How long a finished job (indexed, failed, cancelled) is kept after its last change:
 /// older ones are deleted at start and then hourly, so the job store stays small.
 pub const JOB_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Finished jobs kept per tenant within their retention: the newest this many, so a
+/// tenant uploading without pause (the soak: 5.5 a second) keeps a bounded job store.
+pub const JOB_KEEP_PER_TENANT: usize = 10_000;
 /// How often the worker prunes finished jobs.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Longest name of a text document (its `.json` source fits the 200 bytes of a file name).
@@ -361,19 +364,40 @@ impl Jobs {
         Ok(jobs)
     }
 
-    /// Deletes the finished jobs older than [`JOB_RETENTION_MS`] at `now`; how many.
+    /// Deletes the finished jobs older than [`JOB_RETENTION_MS`] at `now`, and a
+    /// tenant's beyond its newest [`JOB_KEEP_PER_TENANT`]; how many.
     pub fn prune(&self, now: u64) -> Result<usize, AppError> {
+        self.prune_keeping(now, JOB_KEEP_PER_TENANT)
+    }
+
+    fn prune_keeping(&self, now: u64, keep: usize) -> Result<usize, AppError> {
         let cutoff = now.saturating_sub(JOB_RETENTION_MS);
         self.db.with(|db| {
             let txn = db.begin_write().map_err(bx)?;
             let mut old = Vec::new();
             {
                 let mut t = txn.open_table(JOBS).map_err(bx)?;
+                // Each tenant's finished jobs within retention: (last change, id).
+                let mut finished: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
                 for e in t.iter().map_err(bx)? {
                     let (k, v) = e.map_err(bx)?;
                     let job: Job = serde_json::from_slice(v.value()).map_err(bad_record)?;
-                    if job.state.is_terminal() && job.updated_ms < cutoff {
+                    if !job.state.is_terminal() {
+                        continue;
+                    }
+                    if job.updated_ms < cutoff {
                         old.push(k.value().to_string());
+                    } else {
+                        finished
+                            .entry(job.tenant)
+                            .or_default()
+                            .push((job.updated_ms, k.value().to_string()));
+                    }
+                }
+                for mut jobs in finished.into_values() {
+                    if jobs.len() > keep {
+                        jobs.sort_unstable_by(|a, b| b.cmp(a));
+                        old.extend(jobs.drain(keep..).map(|(_, id)| id));
                     }
                 }
                 for k in &old {
@@ -1306,6 +1330,34 @@ mod tests {
         // A job still waiting is never pruned, however old.
         assert_eq!(left, ["job_new_indexed", "job_old_queued"]);
         assert_eq!(jobs.prune(now).unwrap(), 0);
+
+        // Past the count: each tenant keeps its newest finished jobs, whoever else
+        // uploads; running and queued ones are never counted or pruned.
+        for (id, tenant, state, at) in [
+            ("job_a1", "a", JobState::Indexed, now - 30),
+            ("job_a2", "a", JobState::Failed, now - 20),
+            ("job_a3", "a", JobState::Cancelled, now - 10),
+            ("job_a4", "a", JobState::Embedding, now - 40),
+            ("job_b1", "b", JobState::Indexed, now - 50),
+        ] {
+            let mut j = job(id, state, at);
+            j.tenant = tenant.into();
+            jobs.put(&j).unwrap();
+        }
+        assert_eq!(jobs.prune_keeping(now, 2).unwrap(), 1);
+        let mut left: Vec<String> = jobs.all().unwrap().into_iter().map(|j| j.id).collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "job_a2",
+                "job_a3",
+                "job_a4",
+                "job_b1",
+                "job_new_indexed",
+                "job_old_queued"
+            ]
+        );
     }
 
     #[test]
