@@ -59,6 +59,8 @@ pub trait DocStore: Send + Sync {
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>>;
     /// How many embeddings are cached (of every model, held by a chunk or not).
     fn embedding_count(&self) -> StoreResult<u64>;
+    /// Every model that has cached an embedding, by id.
+    fn embedding_models(&self) -> StoreResult<Vec<String>>;
     /// Start a write batch. Only one batch writes at a time; a second caller waits.
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>>;
 }
@@ -92,16 +94,25 @@ pub trait StoreBatch {
         removed: &[DocKey],
         added: &[DocKey],
     ) -> StoreResult<()>;
-    /// Cache an embedding (kept when documents go: the cache is keyed by text, not by
-    /// document, so re-adding a text never embeds it again).
-    fn put_embedding(&mut self, key: &EmbeddingKey, vector: &[f32]) -> StoreResult<()>;
-    /// Drop every cached embedding that no stored chunk (of any collection) names, as
-    /// `key_of(document title, chunk)` gives a chunk's key; how many went. Replaced and
-    /// removed documents so leave no vectors behind for ever, and the batch being the
-    /// only writer, no chunk can appear meanwhile.
+    /// Cache the embedding `model_id` computed, under `key` (see [`embedding_key`]). It
+    /// is kept when documents go (the cache is keyed by text, not by document, so
+    /// re-adding a text never embeds it again) until a sweep
+    /// ([`StoreBatch::retain_embeddings`]); the model is recorded for that sweep.
+    fn put_embedding(
+        &mut self,
+        model_id: &str,
+        key: &EmbeddingKey,
+        vector: &[f32],
+    ) -> StoreResult<()>;
+    /// Drop every cached embedding that no stored chunk (of any collection) names for
+    /// any recorded model, as `key_of(model id, document title, chunk)` gives a chunk's
+    /// key; how many went. Replaced and removed documents so leave no vectors behind
+    /// for ever, while every model's vectors of the stored chunks stay (switching back
+    /// to a model embeds nothing again). The batch being the only writer, no chunk can
+    /// appear meanwhile; the store is read one entry at a time.
     fn retain_embeddings(
         &mut self,
-        key_of: &dyn Fn(&str, &Chunk) -> EmbeddingKey,
+        key_of: &dyn Fn(&str, &str, &Chunk) -> EmbeddingKey,
     ) -> StoreResult<u64>;
     /// Make every write durable and visible at once.
     fn commit(self: Box<Self>) -> StoreResult<()>;

@@ -43,6 +43,8 @@ pub struct Engine {
     pub(crate) cache: Arc<neuralcore_cache::Cache>,
     /// SHA-256 of the settings that change results, and of the version (cache keys).
     pub(crate) fingerprint: String,
+    /// When to sweep the embedding cache ([`Engine::sweep_embeddings`]).
+    pub(crate) sweep: crate::vectors::SweepState,
 }
 
 /// Results of [`Engine::search`].
@@ -110,6 +112,7 @@ impl Engine {
             trained_evaluator: OnceLock::new(),
             cache,
             fingerprint,
+            sweep: Default::default(),
         }
     }
 

@@ -222,7 +222,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             &mut |n| obs.embedded(n),
         )?;
         for (k, v) in fresh {
-            self.batch().put_embedding(&k, &v)?;
+            self.batch().put_embedding(embedder.model_id(), &k, &v)?;
             self.local.insert(k, v);
         }
         self.vectors.extend(vs);
@@ -304,9 +304,11 @@ impl<'e, 'i> Ingestor<'e, 'i> {
     /// After a commit: sweep the embedding cache when replaced and removed chunks left
     /// enough vectors behind. A sweep that fails costs nothing but disk: it is logged.
     fn sweep_embeddings(&self) {
-        if let Some((embedder, _)) = &self.vec {
-            if let Err(e) = self.engine.sweep_embeddings(embedder.model_id(), false) {
-                tracing::warn!("sweeping the embedding cache failed: {e}");
+        if self.vec.is_some() {
+            if let Err(e) = self.engine.sweep_embeddings(false) {
+                tracing::warn!(
+                    "sweeping the embedding cache failed (tried again in ten minutes): {e}"
+                );
             }
         }
     }

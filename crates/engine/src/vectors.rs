@@ -15,9 +15,28 @@ use crate::{Engine, EngineError};
 /// Texts embedded per call to the model while ingesting (progress is reported after each).
 pub(crate) const EMBED_GROUP: usize = 256;
 
-/// Cached embeddings beyond twice the stored chunks, and this many more, start a sweep
-/// of the ones no chunk holds ([`Engine::sweep_embeddings`]).
+/// Cached embeddings beyond twice the stored chunks (per model), and this many more,
+/// start a sweep of the ones no chunk holds ([`Engine::sweep_embeddings`]).
 pub const EMBEDDING_SLACK: u64 = 4096;
+
+/// After a sweep failed (a full disk, a damaged record), the next automatic one waits
+/// this long rather than repeat the whole read after every ingest.
+const SWEEP_BACKOFF: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The sweep's slack and its last failure.
+pub(crate) struct SweepState {
+    slack: std::sync::atomic::AtomicU64,
+    failed_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Default for SweepState {
+    fn default() -> Self {
+        SweepState {
+            slack: EMBEDDING_SLACK.into(),
+            failed_at: Default::default(),
+        }
+    }
+}
 
 /// What a chunk's vector is computed from: its document title (when the chunk does not
 /// already start with it) and its text, as BEIR's sentence-transformers baselines do.
@@ -263,27 +282,53 @@ impl Engine {
         Ok(Some(idx))
     }
 
-    /// Drop the cached embeddings of `model_id` that no stored chunk holds any more (a
-    /// replaced or removed document's), once they are due: more than twice the chunks
-    /// of every collection and [`EMBEDDING_SLACK`] more, or always with `force`. The
+    /// Drop the cached embeddings that no stored chunk holds any more (a replaced or
+    /// removed document's), once they are due: more than twice the chunks of every
+    /// collection per model that cached vectors, and the slack ([`EMBEDDING_SLACK`]
+    /// unless [`Engine::set_embedding_sweep_slack`]) more; or always with `force`. The
     /// cache is kept when documents go so that re-adding a text never embeds it again;
     /// without a sweep it grew by every replaced chunk for ever (a soak replacing 200
-    /// uploads: 17,477 vectors for 7,714 chunks after 30 minutes). A sweep reads every
-    /// chunk once, a cost paid once per as many replaced chunks as the store holds.
-    /// Vectors of another model go too. How many went.
-    pub fn sweep_embeddings(&self, model_id: &str, force: bool) -> Result<u64, EngineError> {
+    /// uploads: 17,477 vectors for 7,714 chunks after 30 minutes). Every model's
+    /// vectors of the stored chunks are kept. A sweep reads every chunk once, a cost
+    /// paid once per as many replaced chunks as the store holds. How many went.
+    ///
+    /// Called after each ingest and removal; an automatic sweep that failed is not
+    /// tried again for ten minutes.
+    pub fn sweep_embeddings(&self, force: bool) -> Result<u64, EngineError> {
+        use std::sync::atomic::Ordering;
         if !force {
+            let failed = *self
+                .sweep
+                .failed_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if failed.is_some_and(|t| t.elapsed() < SWEEP_BACKOFF) {
+                return Ok(0);
+            }
             let cached = self.store.embedding_count()?;
+            let models = self.store.embedding_models()?.len().max(1) as u64;
             let live: u64 = self.store.collections()?.iter().map(|c| c.chunks).sum();
-            if cached <= live.saturating_mul(2).saturating_add(EMBEDDING_SLACK) {
+            let bound = live
+                .saturating_mul(2 * models)
+                .saturating_add(self.sweep.slack.load(Ordering::Relaxed));
+            if cached <= bound {
                 return Ok(0);
             }
         }
         let start = std::time::Instant::now();
-        let mut batch = self.store.begin()?;
-        let gone = batch
-            .retain_embeddings(&|title, c| embedding_key(model_id, &embed_text(title, &c.text)))?;
-        batch.commit()?;
+        let swept = self.store.begin().and_then(|mut batch| {
+            let gone = batch.retain_embeddings(&|model, title, c| {
+                embedding_key(model, &embed_text(title, &c.text))
+            })?;
+            batch.commit()?;
+            Ok(gone)
+        });
+        *self
+            .sweep
+            .failed_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = swept.is_err().then(std::time::Instant::now);
+        let gone = swept?;
         tracing::info!(
             gone,
             left = self.store.embedding_count().unwrap_or(0),
@@ -291,6 +336,14 @@ impl Engine {
             "swept the embedding cache of vectors no chunk holds"
         );
         Ok(gone)
+    }
+
+    /// Change the slack of the automatic sweep ([`EMBEDDING_SLACK`] by default): a small
+    /// one sweeps sooner (tests), a large one rarely.
+    pub fn set_embedding_sweep_slack(&self, slack: u64) {
+        self.sweep
+            .slack
+            .store(slack, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Drop the cached vector index of a collection so the next use re-syncs it.
@@ -367,7 +420,7 @@ impl Engine {
             if !fresh.is_empty() {
                 let mut b = self.store.begin()?;
                 for (k, v) in &fresh {
-                    b.put_embedding(k, v)?;
+                    b.put_embedding(embedder.model_id(), k, v)?;
                 }
                 b.commit()?;
             }

@@ -170,17 +170,36 @@ fn vectors_no_chunk_holds_are_swept_from_the_cache_and_the_rest_kept() {
     }
     let bread = docs.join("bread.md");
     e.remove("a", &[bread.display().to_string()]).unwrap();
-    assert_eq!(e.store().embedding_count().unwrap(), 5);
-    let model = e.embedder().unwrap().model_id().to_string();
-    // Not due: far fewer than twice the chunks and the slack.
-    assert_eq!(e.sweep_embeddings(&model, false).unwrap(), 0);
-    assert_eq!(e.sweep_embeddings(&model, true).unwrap(), 3);
-    assert_eq!(e.store().embedding_count().unwrap(), 2);
-    // What is held stays cached: the same texts elsewhere embed nothing...
     std::fs::remove_file(&bread).unwrap();
+    assert_eq!(e.store().embedding_count().unwrap(), 5);
+    assert_eq!(e.store().embedding_models().unwrap().len(), 1);
+    // Not due: far fewer than twice the chunks and the slack.
+    assert_eq!(e.sweep_embeddings(false).unwrap(), 0);
+    assert_eq!(e.sweep_embeddings(true).unwrap(), 3);
+    assert_eq!(e.store().embedding_count().unwrap(), 2);
+
+    // Without slack, the ingest that leaves more than twice the chunks (2) cached
+    // sweeps by itself.
+    e.set_embedding_sweep_slack(0);
+    for (body, cached) in [
+        ("Ocelots climb.", 3),
+        ("Servals leap.", 4),
+        ("Lynxes stalk.", 2),
+    ] {
+        write(&docs, "cats.md", &format!("# Cats\n\n{body}"));
+        assert_eq!(ingest(&e, &[&docs], "a"), 1);
+        assert_eq!(e.store().embedding_count().unwrap(), cached, "after {body}");
+    }
+
+    // What is held stays cached: the same texts elsewhere embed nothing...
     assert_eq!(ingest(&e, &[&docs], "b"), 0);
     assert_eq!(
-        titles(&e, "b", "big cats in the water", SearchMode::Vector)[0],
+        titles(
+            &e,
+            "b",
+            "wild cats that stalk their prey",
+            SearchMode::Vector
+        )[0],
         "Cats"
     );
     // ...and a swept text is embedded again when it comes back.

@@ -211,30 +211,36 @@ pub fn replace_keeps_counts(store: &dyn DocStore) {
     assert_eq!(store.document("r", d.key).unwrap().unwrap().title, "new");
 }
 
-/// The embedding cache: round trip, atomic with its batch, bad vectors refused.
+/// The embedding cache: round trip, atomic with its batch, bad vectors refused, models
+/// recorded, and a sweep that keeps what a stored chunk names for any recorded model.
 pub fn embeddings(store: &dyn DocStore) {
     let a = neuralcore_core::embedding_key("m", "text a");
     let b = neuralcore_core::embedding_key("m", "text b");
     assert_ne!(a, neuralcore_core::embedding_key("other model", "text a"));
     let mut w = store.begin().unwrap();
-    w.put_embedding(&a, &[1.0, -2.5, 3.25]).unwrap();
+    w.put_embedding("m", &a, &[1.0, -2.5, 3.25]).unwrap();
     drop(w);
     assert_eq!(store.embeddings(&[a]).unwrap(), vec![None], "dropped batch");
+    assert!(
+        store.embedding_models().unwrap().is_empty(),
+        "dropped batch"
+    );
     let mut w = store.begin().unwrap();
-    w.put_embedding(&a, &[1.0, -2.5, 3.25]).unwrap();
-    assert!(w.put_embedding(&b, &[]).is_err());
-    assert!(w.put_embedding(&b, &[f32::NAN]).is_err());
+    w.put_embedding("m", &a, &[1.0, -2.5, 3.25]).unwrap();
+    assert!(w.put_embedding("m", &b, &[]).is_err());
+    assert!(w.put_embedding("m", &b, &[f32::NAN]).is_err());
     w.commit().unwrap();
     assert_eq!(
         store.embeddings(&[b, a]).unwrap(),
         vec![None, Some(vec![1.0, -2.5, 3.25])]
     );
     assert_eq!(store.embedding_count().unwrap(), 1);
+    assert_eq!(store.embedding_models().unwrap(), ["m"]);
 
-    // Retaining keeps what a stored chunk names (here: its title and text under model
-    // "m"), in any collection, and drops the rest, atomically with its batch.
-    let key_of = |title: &str, c: &Chunk| {
-        neuralcore_core::embedding_key("m", &format!("{title}\n{}", c.text))
+    // Two collections' chunks, each embedded by two models: the sweep keeps all eight
+    // vectors and drops `a`, held by no chunk; atomically with its batch.
+    let key_of = |model: &str, title: &str, c: &Chunk| {
+        neuralcore_core::embedding_key(model, &format!("{title}\n{}", c.text))
     };
     let mut w = store.begin().unwrap();
     let mut held = Vec::new();
@@ -244,14 +250,16 @@ pub fn embeddings(store: &dyn DocStore) {
         w.put_document(&d).unwrap();
         for c in sample_chunks(&d) {
             w.put_chunk(coll, &c).unwrap();
-            held.push(key_of(&d.title, &c));
+            for model in ["m", "m2"] {
+                let k = key_of(model, &d.title, &c);
+                w.put_embedding(model, &k, &[0.5]).unwrap();
+                held.push(k);
+            }
         }
     }
-    for k in &held {
-        w.put_embedding(k, &[0.5]).unwrap();
-    }
     w.commit().unwrap();
-    assert_eq!(store.embedding_count().unwrap(), 5);
+    assert_eq!(store.embedding_count().unwrap(), 9);
+    assert_eq!(store.embedding_models().unwrap(), ["m", "m2"]);
     let mut w = store.begin().unwrap();
     assert_eq!(
         w.retain_embeddings(&key_of).unwrap(),
@@ -259,21 +267,21 @@ pub fn embeddings(store: &dyn DocStore) {
         "only `a` is held by none"
     );
     drop(w);
-    assert_eq!(store.embedding_count().unwrap(), 5, "dropped batch");
+    assert_eq!(store.embedding_count().unwrap(), 9, "dropped batch");
     let mut w = store.begin().unwrap();
     assert_eq!(w.retain_embeddings(&key_of).unwrap(), 1);
     w.commit().unwrap();
-    assert_eq!(store.embedding_count().unwrap(), 4);
+    assert_eq!(store.embedding_count().unwrap(), 8);
     assert_eq!(store.embeddings(&[a]).unwrap(), vec![None]);
     assert!(store.embeddings(&held).unwrap().iter().all(Option::is_some));
 
-    // A document removed: its chunks' vectors go at the next sweep.
+    // A document removed: its chunks' vectors of both models go at the next sweep.
     let mut w = store.begin().unwrap();
     w.delete_document("e1", sample_doc("e1", "one").key)
         .unwrap();
-    assert_eq!(w.retain_embeddings(&key_of).unwrap(), 2);
+    assert_eq!(w.retain_embeddings(&key_of).unwrap(), 4);
     w.commit().unwrap();
-    assert_eq!(store.embedding_count().unwrap(), 2);
+    assert_eq!(store.embedding_count().unwrap(), 4);
 }
 
 /// Run every check, each on a fresh store from `make`.

@@ -135,6 +135,17 @@ impl Reader<'_> {
             .collect()
     }
 
+    pub(crate) fn embedding_models(&self) -> StoreResult<Vec<String>> {
+        self.0
+            .scan(Table::EmbeddingModels, b"")?
+            .into_iter()
+            .map(|(k, _)| {
+                String::from_utf8(k)
+                    .map_err(|_| StoreError::Corrupt("embedding model id is not UTF-8".into()))
+            })
+            .collect()
+    }
+
     pub(crate) fn journal(&self, c: &str) -> StoreResult<IndexJournal> {
         Ok(self
             .0
@@ -152,6 +163,8 @@ pub(crate) struct Batch<W: RawWrite> {
     infos: BTreeMap<String, CollectionInfo>,
     /// Index changes recorded per collection.
     journal: BTreeMap<String, (Vec<DocKey>, Vec<DocKey>)>,
+    /// Embedding models known to be recorded (this batch need not look again).
+    models: std::collections::BTreeSet<String>,
 }
 
 impl<W: RawWrite> Batch<W> {
@@ -161,6 +174,7 @@ impl<W: RawWrite> Batch<W> {
             raw,
             infos: BTreeMap::new(),
             journal: BTreeMap::new(),
+            models: Default::default(),
         }
     }
 }
@@ -294,11 +308,23 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
         Ok(())
     }
 
-    fn put_embedding(&mut self, key: &EmbeddingKey, vector: &[f32]) -> StoreResult<()> {
+    fn put_embedding(
+        &mut self,
+        model_id: &str,
+        key: &EmbeddingKey,
+        vector: &[f32],
+    ) -> StoreResult<()> {
         if vector.is_empty() || vector.iter().any(|x| !x.is_finite()) {
             return Err(StoreError::InvalidInput(
                 "an embedding must be a non-empty vector of finite numbers".into(),
             ));
+        }
+        if !self.models.contains(model_id) {
+            let m = model_id.as_bytes();
+            if self.raw.get(Table::EmbeddingModels, m)?.is_none() {
+                self.raw.put(Table::EmbeddingModels, m, b"")?;
+            }
+            self.models.insert(model_id.to_string());
         }
         let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
         self.raw.put(Table::Embeddings, key, &bytes)?;
@@ -307,22 +333,28 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
 
     fn retain_embeddings(
         &mut self,
-        key_of: &dyn Fn(&str, &Chunk) -> EmbeddingKey,
+        key_of: &dyn Fn(&str, &str, &Chunk) -> EmbeddingKey,
     ) -> StoreResult<u64> {
+        let models = self.reader().embedding_models()?;
+        let mut docs: Vec<(DocKey, String)> = Vec::new();
+        self.raw.visit(Table::Documents, b"", &mut |_, v| {
+            let doc: DocumentRecord = dec(Table::Documents, v)?;
+            docs.push((doc.key, doc.title));
+            Ok(())
+        })?;
         let mut keep = std::collections::HashSet::new();
-        for (_, v) in self.raw.scan(Table::Documents, b"")? {
-            let doc: DocumentRecord = dec(Table::Documents, &v)?;
-            for c in self.reader().chunks(doc.key)? {
-                keep.insert(key_of(&doc.title, &c));
-            }
+        for (d, title) in &docs {
+            self.raw
+                .visit(Table::Chunks, &d.to_be_bytes(), &mut |_, v| {
+                    let c: Chunk = dec(Table::Chunks, v)?;
+                    for m in &models {
+                        keep.insert(key_of(m, title, &c));
+                    }
+                    Ok(())
+                })?;
         }
-        let mut gone = 0;
-        for (k, _) in self.raw.scan(Table::Embeddings, b"")? {
-            if !keep.contains(k.as_slice()) && self.raw.del(Table::Embeddings, &k)? {
-                gone += 1;
-            }
-        }
-        Ok(gone)
+        self.raw
+            .retain(Table::Embeddings, &mut |k| keep.contains(k))
     }
 
     fn commit(self: Box<Self>) -> StoreResult<()> {

@@ -10,7 +10,7 @@ use neuralcore_core::{
 };
 
 use crate::logic::{Batch, Reader};
-use crate::raw::{RawRead, RawWrite, Table};
+use crate::raw::{RawRead, RawWrite, Table, Visitor};
 
 type Tables = BTreeMap<Table, BTreeMap<Vec<u8>, Vec<u8>>>;
 
@@ -34,6 +34,21 @@ impl InMemoryStore {
 
 struct Snapshot(Arc<Tables>);
 
+fn visit_map(
+    m: Option<&BTreeMap<Vec<u8>, Vec<u8>>>,
+    prefix: &[u8],
+    f: &mut Visitor<'_>,
+) -> StoreResult<()> {
+    let Some(m) = m else { return Ok(()) };
+    for (k, v) in m
+        .range(prefix.to_vec()..)
+        .take_while(|(k, _)| k.starts_with(prefix))
+    {
+        f(k, v)?;
+    }
+    Ok(())
+}
+
 fn scan_map(m: Option<&BTreeMap<Vec<u8>, Vec<u8>>>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let Some(m) = m else { return Vec::new() };
     m.range(prefix.to_vec()..)
@@ -51,6 +66,14 @@ impl RawRead for Snapshot {
     }
     fn len(&self, t: Table) -> StoreResult<u64> {
         Ok(self.0.get(&t).map_or(0, |m| m.len() as u64))
+    }
+    fn visit(
+        &self,
+        t: Table,
+        prefix: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        visit_map(self.0.get(&t), prefix, f)
     }
 }
 
@@ -70,6 +93,14 @@ impl RawRead for MemTxn<'_> {
     fn len(&self, t: Table) -> StoreResult<u64> {
         Ok(self.work.get(&t).map_or(0, |m| m.len() as u64))
     }
+    fn visit(
+        &self,
+        t: Table,
+        prefix: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        visit_map(self.work.get(&t), prefix, f)
+    }
 }
 
 impl RawWrite for MemTxn<'_> {
@@ -83,6 +114,12 @@ impl RawWrite for MemTxn<'_> {
     }
     fn del(&mut self, t: Table, key: &[u8]) -> StoreResult<bool> {
         Ok(self.work.entry(t).or_default().remove(key).is_some())
+    }
+    fn retain(&mut self, t: Table, keep: &mut dyn FnMut(&[u8]) -> bool) -> StoreResult<u64> {
+        let m = self.work.entry(t).or_default();
+        let before = m.len();
+        m.retain(|k, _| keep(k));
+        Ok((before - m.len()) as u64)
     }
     fn commit(self: Box<Self>) -> StoreResult<()> {
         *self
@@ -123,6 +160,9 @@ impl DocStore for InMemoryStore {
     }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         Reader(&self.snapshot()).embeddings(keys)
+    }
+    fn embedding_models(&self) -> StoreResult<Vec<String>> {
+        Reader(&self.snapshot()).embedding_models()
     }
     fn embedding_count(&self) -> StoreResult<u64> {
         self.snapshot().len(Table::Embeddings)

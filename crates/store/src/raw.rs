@@ -17,16 +17,19 @@ pub(crate) enum Table {
     Journal,
     /// SHA-256(model id \0 text) → f32 little-endian vector
     Embeddings,
+    /// model id → (): every model that has put a vector in `Embeddings`
+    EmbeddingModels,
 }
 
 impl Table {
-    pub(crate) const ALL: [Table; 6] = [
+    pub(crate) const ALL: [Table; 7] = [
         Table::Collections,
         Table::Sources,
         Table::Documents,
         Table::Chunks,
         Table::Journal,
         Table::Embeddings,
+        Table::EmbeddingModels,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -37,15 +40,27 @@ impl Table {
             Table::Chunks => "chunks",
             Table::Journal => "journal",
             Table::Embeddings => "embeddings",
+            Table::EmbeddingModels => "embedding_models",
         }
     }
 }
+
+/// What [`RawRead::visit`] calls on each entry (key, value).
+pub(crate) type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> StoreResult<()> + 'a;
 
 /// Reads of a consistent snapshot.
 pub(crate) trait RawRead {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>>;
     /// Every entry whose key starts with `prefix`, in key order.
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Call `f` on every entry whose key starts with `prefix`, in key order, one at a
+    /// time (a table too large to copy out at once).
+    fn visit(
+        &self,
+        t: Table,
+        prefix: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()>;
     /// How many entries the table holds.
     fn len(&self, t: Table) -> StoreResult<u64>;
 }
@@ -56,5 +71,7 @@ pub(crate) trait RawWrite: RawRead {
     fn put(&mut self, t: Table, key: &[u8], value: &[u8]) -> StoreResult<bool>;
     /// Remove; true when the key existed.
     fn del(&mut self, t: Table, key: &[u8]) -> StoreResult<bool>;
+    /// Remove every entry whose key `keep` refuses; how many went.
+    fn retain(&mut self, t: Table, keep: &mut dyn FnMut(&[u8]) -> bool) -> StoreResult<u64>;
     fn commit(self: Box<Self>) -> StoreResult<()>;
 }

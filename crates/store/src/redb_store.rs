@@ -19,7 +19,7 @@ use neuralcore_core::{
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use crate::logic::{Batch, Reader};
-use crate::raw::{RawRead, RawWrite, Table};
+use crate::raw::{RawRead, RawWrite, Table, Visitor};
 
 /// Page cache of the store: bounds memory on large ingests (redb's default is 1 GiB).
 const CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -32,6 +32,7 @@ const DOCUMENTS: Def = TableDefinition::new("documents");
 const CHUNKS: Def = TableDefinition::new("chunks");
 const JOURNAL: Def = TableDefinition::new("journal");
 const EMBEDDINGS: Def = TableDefinition::new("embeddings");
+const EMBEDDING_MODELS: Def = TableDefinition::new("embedding_models");
 
 fn def(t: Table) -> Def {
     match t {
@@ -41,6 +42,7 @@ fn def(t: Table) -> Def {
         Table::Chunks => CHUNKS,
         Table::Journal => JOURNAL,
         Table::Embeddings => EMBEDDINGS,
+        Table::EmbeddingModels => EMBEDDING_MODELS,
     }
 }
 
@@ -150,6 +152,22 @@ struct ReadTxn<'a> {
     _db: DbRef<'a>,
 }
 
+fn visit_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
+    t: &T,
+    prefix: &[u8],
+    broken: &AtomicBool,
+    f: &mut Visitor<'_>,
+) -> StoreResult<()> {
+    for item in t.range::<&[u8]>(prefix..).map_err(|e| be(broken, e))? {
+        let (k, v) = item.map_err(|e| be(broken, e))?;
+        if !k.value().starts_with(prefix) {
+            break;
+        }
+        f(k.value(), v.value())?;
+    }
+    Ok(())
+}
+
 fn scan_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
     t: &T,
     prefix: &[u8],
@@ -191,6 +209,18 @@ impl RawRead for ReadTxn<'_> {
             .map_err(|e| be(self.broken, e))?;
         table.len().map_err(|e| be(self.broken, e))
     }
+    fn visit(
+        &self,
+        t: Table,
+        prefix: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        visit_table(&table, prefix, self.broken, f)
+    }
 }
 
 /// A write transaction (dropped before the guard of its database).
@@ -226,6 +256,18 @@ impl RawRead for WriteTxn<'_> {
             .map_err(|e| be(self.broken, e))?;
         table.len().map_err(|e| be(self.broken, e))
     }
+    fn visit(
+        &self,
+        t: Table,
+        prefix: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        let table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        visit_table(&table, prefix, self.broken, f)
+    }
 }
 
 impl RawWrite for WriteTxn<'_> {
@@ -247,6 +289,18 @@ impl RawWrite for WriteTxn<'_> {
             .map_err(|e| be(self.broken, e))?;
         let existed = table.remove(key).map_err(|e| be(self.broken, e))?.is_some();
         Ok(existed)
+    }
+    fn retain(&mut self, t: Table, keep: &mut dyn FnMut(&[u8]) -> bool) -> StoreResult<u64> {
+        let mut table = self
+            .txn
+            .open_table(def(t))
+            .map_err(|e| be(self.broken, e))?;
+        let before = table.len().map_err(|e| be(self.broken, e))?;
+        table
+            .retain(|k, _| keep(k))
+            .map_err(|e| be(self.broken, e))?;
+        let after = table.len().map_err(|e| be(self.broken, e))?;
+        Ok(before - after)
     }
     fn commit(self: Box<Self>) -> StoreResult<()> {
         let WriteTxn { txn, broken, _db } = *self;
@@ -284,6 +338,9 @@ impl DocStore for RedbStore {
     }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         Reader(&self.read()?).embeddings(keys)
+    }
+    fn embedding_models(&self) -> StoreResult<Vec<String>> {
+        Reader(&self.read()?).embedding_models()
     }
     fn embedding_count(&self) -> StoreResult<u64> {
         self.read()?.len(Table::Embeddings)
