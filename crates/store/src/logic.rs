@@ -336,6 +336,11 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
         key_of: &dyn Fn(&str, &str, &Chunk) -> EmbeddingKey,
     ) -> StoreResult<u64> {
         let models = self.reader().embedding_models()?;
+        if models.is_empty() {
+            // A store written before models were recorded: which vectors a chunk
+            // holds is unknown until the next vector records its model, so keep all.
+            return Ok(0);
+        }
         let mut docs: Vec<(DocKey, String)> = Vec::new();
         self.raw.visit(Table::Documents, b"", &mut |_, v| {
             let doc: DocumentRecord = dec(Table::Documents, v)?;
