@@ -67,12 +67,7 @@ impl RawRead for Snapshot {
     fn len(&self, t: Table) -> StoreResult<u64> {
         Ok(self.0.get(&t).map_or(0, |m| m.len() as u64))
     }
-    fn visit(
-        &self,
-        t: Table,
-        prefix: &[u8],
-        f: &mut Visitor<'_>,
-    ) -> StoreResult<()> {
+    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         visit_map(self.0.get(&t), prefix, f)
     }
 }
@@ -93,12 +88,7 @@ impl RawRead for MemTxn<'_> {
     fn len(&self, t: Table) -> StoreResult<u64> {
         Ok(self.work.get(&t).map_or(0, |m| m.len() as u64))
     }
-    fn visit(
-        &self,
-        t: Table,
-        prefix: &[u8],
-        f: &mut Visitor<'_>,
-    ) -> StoreResult<()> {
+    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         visit_map(self.work.get(&t), prefix, f)
     }
 }

@@ -55,12 +55,7 @@ pub(crate) trait RawRead {
     fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Call `f` on every entry whose key starts with `prefix`, in key order, one at a
     /// time (a table too large to copy out at once).
-    fn visit(
-        &self,
-        t: Table,
-        prefix: &[u8],
-        f: &mut Visitor<'_>,
-    ) -> StoreResult<()>;
+    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()>;
     /// How many entries the table holds.
     fn len(&self, t: Table) -> StoreResult<u64>;
 }

@@ -209,12 +209,7 @@ impl RawRead for ReadTxn<'_> {
             .map_err(|e| be(self.broken, e))?;
         table.len().map_err(|e| be(self.broken, e))
     }
-    fn visit(
-        &self,
-        t: Table,
-        prefix: &[u8],
-        f: &mut Visitor<'_>,
-    ) -> StoreResult<()> {
+    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         let table = self
             .txn
             .open_table(def(t))
@@ -256,12 +251,7 @@ impl RawRead for WriteTxn<'_> {
             .map_err(|e| be(self.broken, e))?;
         table.len().map_err(|e| be(self.broken, e))
     }
-    fn visit(
-        &self,
-        t: Table,
-        prefix: &[u8],
-        f: &mut Visitor<'_>,
-    ) -> StoreResult<()> {
+    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         let table = self
             .txn
             .open_table(def(t))
