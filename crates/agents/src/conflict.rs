@@ -85,10 +85,24 @@ pub fn disagreement(a: &str, b: &str) -> Option<Disagreement> {
         let lead_y = p == 0 && new_y.first() == y.first();
         if let (Some(kx), Some(ky)) = (value_kind(&new_x, lead_x), value_kind(&new_y, lead_y)) {
             let about = if kx == ky { kx } else { "value" };
+            // A figure keeps its currency sign and the unit word both sides share after
+            // it ("$2.2 billion" against "$37.6 billion", not "2.2" against "37.6").
+            let unit = wa
+                .get(na - s)
+                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%'))
+                .filter(|w| UNITS.contains(&w.to_lowercase().as_str()));
             let clean = |w: &[&str]| {
-                w.join(" ")
-                    .trim_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '%')
-                    .to_string()
+                let v = w
+                    .join(" ")
+                    .trim_start_matches(|c: char| {
+                        !c.is_alphanumeric() && c != '\'' && !"$€£".contains(c)
+                    })
+                    .trim_end_matches(|c: char| !c.is_alphanumeric() && c != '\'' && c != '%')
+                    .to_string();
+                match unit {
+                    Some(u) if v.ends_with(|c: char| c.is_ascii_digit()) => format!("{v} {u}"),
+                    _ => v,
+                }
             };
             if norm(&x.join(" ")) != norm(&y.join(" ")) {
                 return Some(Disagreement {
@@ -391,6 +405,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.about, "number");
+        // The same statement with another sum keeps its sign and its unit word.
+        let d = disagreement(
+            "On October 19, Nixon requested $2.2 billion in emergency aid to Israel.",
+            "On October 19, Nixon requested $37.6 billion in emergency aid to Israel.",
+        )
+        .unwrap();
+        assert_eq!(
+            (d.mine.as_str(), d.theirs.as_str()),
+            ("$2.2 billion", "$37.6 billion")
+        );
         // A paraphrase with other figures.
         let d = disagreement(
             "The Amazon river is about 6,400 km long and drains a huge basin.",

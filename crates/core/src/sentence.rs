@@ -121,9 +121,12 @@ pub fn is_abbreviation(before: &str) -> bool {
     if letters == 0 {
         return false;
     }
+    // The last part of a joined word counts too: "Trinity-St. Paul's".
+    let last = word.rsplit(['-', '–', '/']).next().unwrap_or(word);
     (letters == 1 && word.chars().all(char::is_alphabetic))
         || (word.contains('.') && word.chars().any(char::is_alphabetic))
         || ABBREVIATIONS.contains(&word.to_lowercase().as_str())
+        || ABBREVIATIONS.contains(&last.to_lowercase().as_str())
 }
 
 /// Words that stand for a subject named earlier: a sentence that opens with one needs the
@@ -462,6 +465,13 @@ mod tests {
             vec![
                 "J. R. R. Tolkien wrote it.",
                 "Mr. Smith met Dr. Jones in St. Louis on Jan. 5."
+            ]
+        );
+        assert_eq!(
+            split("It is now Trinity-St. Paul's Episcopal Church. It has a bell."),
+            vec![
+                "It is now Trinity-St. Paul's Episcopal Church.",
+                "It has a bell."
             ]
         );
         assert_eq!(
