@@ -90,7 +90,9 @@ pub fn disagreement(a: &str, b: &str) -> Option<Disagreement> {
             let unit = wa
                 .get(na - s)
                 .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%'))
-                .filter(|w| UNITS.contains(&w.to_lowercase().as_str()));
+                .filter(|w| {
+                    about == "number" && *w != "per" && UNITS.contains(&w.to_lowercase().as_str())
+                });
             let clean = |w: &[&str]| {
                 let v = w
                     .join(" ")
@@ -415,6 +417,13 @@ mod tests {
             (d.mine.as_str(), d.theirs.as_str()),
             ("$2.2 billion", "$37.6 billion")
         );
+        // A year is no figure with a unit.
+        let d = disagreement(
+            "In 1990 people moved to the coast for work.",
+            "In 1995 people moved to the coast for work.",
+        )
+        .unwrap();
+        assert_eq!((d.mine.as_str(), d.theirs.as_str()), ("1990", "1995"));
         // A paraphrase with other figures.
         let d = disagreement(
             "The Amazon river is about 6,400 km long and drains a huge basin.",

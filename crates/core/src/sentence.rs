@@ -121,13 +121,22 @@ pub fn is_abbreviation(before: &str) -> bool {
     if letters == 0 {
         return false;
     }
-    // The last part of a joined word counts too: "Trinity-St. Paul's".
+    // The capitalized last part of a joined word, when a title before a name, counts
+    // too: "Trinity-St. Paul's", but not "Sun Yat-sen." or "yes/no.".
     let last = word.rsplit(['-', '–', '/']).next().unwrap_or(word);
     (letters == 1 && word.chars().all(char::is_alphabetic))
         || (word.contains('.') && word.chars().any(char::is_alphabetic))
         || ABBREVIATIONS.contains(&word.to_lowercase().as_str())
-        || ABBREVIATIONS.contains(&last.to_lowercase().as_str())
+        || (last.len() < word.len()
+            && last.starts_with(char::is_uppercase)
+            && NAME_TITLES.contains(&last.to_lowercase().as_str()))
 }
+
+/// Abbreviated titles that stand before a name ("St. Paul", "Mt. Hood", "Dr. Jones").
+const NAME_TITLES: &[&str] = &[
+    "st", "mt", "ft", "dr", "mr", "mrs", "ms", "prof", "gen", "col", "lt", "sgt", "capt", "gov",
+    "sen", "rep", "rev",
+];
 
 /// Words that stand for a subject named earlier: a sentence that opens with one needs the
 /// sentence before it (or its document's title) to be understood.
@@ -472,6 +481,15 @@ mod tests {
             vec![
                 "It is now Trinity-St. Paul's Episcopal Church.",
                 "It has a bell."
+            ]
+        );
+        assert_eq!(
+            split("It was founded by Sun Yat-sen. Answer yes/no. It is next-gen. Done."),
+            vec![
+                "It was founded by Sun Yat-sen.",
+                "Answer yes/no.",
+                "It is next-gen.",
+                "Done."
             ]
         );
         assert_eq!(
