@@ -49,20 +49,9 @@ fn visit_map(
     Ok(())
 }
 
-fn scan_map(m: Option<&BTreeMap<Vec<u8>, Vec<u8>>>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let Some(m) = m else { return Vec::new() };
-    m.range(prefix.to_vec()..)
-        .take_while(|(k, _)| k.starts_with(prefix))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 impl RawRead for Snapshot {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
         Ok(self.0.get(&t).and_then(|m| m.get(key)).cloned())
-    }
-    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        Ok(scan_map(self.0.get(&t), prefix))
     }
     fn len(&self, t: Table) -> StoreResult<u64> {
         Ok(self.0.get(&t).map_or(0, |m| m.len() as u64))
@@ -81,9 +70,6 @@ struct MemTxn<'a> {
 impl RawRead for MemTxn<'_> {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
         Ok(self.work.get(&t).and_then(|m| m.get(key)).cloned())
-    }
-    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        Ok(scan_map(self.work.get(&t), prefix))
     }
     fn len(&self, t: Table) -> StoreResult<u64> {
         Ok(self.work.get(&t).map_or(0, |m| m.len() as u64))

@@ -52,7 +52,14 @@ pub(crate) type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> StoreResult<()> + 'a;
 pub(crate) trait RawRead {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>>;
     /// Every entry whose key starts with `prefix`, in key order.
-    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.visit(t, prefix, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
     /// Call `f` on every entry whose key starts with `prefix`, in key order, one at a
     /// time (a table too large to copy out at once).
     fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()>;

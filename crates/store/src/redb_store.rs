@@ -168,55 +168,40 @@ fn visit_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
     Ok(())
 }
 
-fn scan_table<T: ReadableTable<&'static [u8], &'static [u8]>>(
-    t: &T,
-    prefix: &[u8],
-    broken: &AtomicBool,
-) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut out = Vec::new();
-    for item in t.range::<&[u8]>(prefix..).map_err(|e| be(broken, e))? {
-        let (k, v) = item.map_err(|e| be(broken, e))?;
-        if !k.value().starts_with(prefix) {
-            break;
+/// The reads of a redb transaction, read-only or writing (their tables differ in type).
+macro_rules! raw_read {
+    ($txn:ident) => {
+        impl RawRead for $txn<'_> {
+            fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+                let table = self
+                    .txn
+                    .open_table(def(t))
+                    .map_err(|e| be(self.broken, e))?;
+                let v = table
+                    .get(key)
+                    .map_err(|e| be(self.broken, e))?
+                    .map(|v| v.value().to_vec());
+                Ok(v)
+            }
+            fn len(&self, t: Table) -> StoreResult<u64> {
+                let table = self
+                    .txn
+                    .open_table(def(t))
+                    .map_err(|e| be(self.broken, e))?;
+                table.len().map_err(|e| be(self.broken, e))
+            }
+            fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
+                let table = self
+                    .txn
+                    .open_table(def(t))
+                    .map_err(|e| be(self.broken, e))?;
+                visit_table(&table, prefix, self.broken, f)
+            }
         }
-        out.push((k.value().to_vec(), v.value().to_vec()));
-    }
-    Ok(out)
+    };
 }
 
-impl RawRead for ReadTxn<'_> {
-    fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        Ok(table
-            .get(key)
-            .map_err(|e| be(self.broken, e))?
-            .map(|v| v.value().to_vec()))
-    }
-    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        scan_table(&table, prefix, self.broken)
-    }
-    fn len(&self, t: Table) -> StoreResult<u64> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        table.len().map_err(|e| be(self.broken, e))
-    }
-    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        visit_table(&table, prefix, self.broken, f)
-    }
-}
+raw_read!(ReadTxn);
 
 /// A write transaction (dropped before the guard of its database).
 struct WriteTxn<'a> {
@@ -225,40 +210,7 @@ struct WriteTxn<'a> {
     _db: DbRef<'a>,
 }
 
-impl RawRead for WriteTxn<'_> {
-    fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        let v = table
-            .get(key)
-            .map_err(|e| be(self.broken, e))?
-            .map(|v| v.value().to_vec());
-        Ok(v)
-    }
-    fn scan(&self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        scan_table(&table, prefix, self.broken)
-    }
-    fn len(&self, t: Table) -> StoreResult<u64> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        table.len().map_err(|e| be(self.broken, e))
-    }
-    fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
-        let table = self
-            .txn
-            .open_table(def(t))
-            .map_err(|e| be(self.broken, e))?;
-        visit_table(&table, prefix, self.broken, f)
-    }
-}
+raw_read!(WriteTxn);
 
 impl RawWrite for WriteTxn<'_> {
     fn put(&mut self, t: Table, key: &[u8], value: &[u8]) -> StoreResult<bool> {
