@@ -85,7 +85,11 @@ impl Engine {
                 data_dir.display()
             ))
         })?;
+        // A newer format is refused before anything is opened for writing; the stamp is
+        // written once the store is held.
+        let format = crate::format::read(data_dir)?;
         let store = RedbStore::open(&data_dir.join("store.redb"))?;
+        crate::format::migrate(data_dir, format)?;
         Ok(Engine::with_store(config, Box::new(store), Some(data_dir)))
     }
 

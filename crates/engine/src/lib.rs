@@ -12,12 +12,14 @@
 
 mod cached;
 mod engine;
+mod format;
 mod ingest;
 mod search;
 mod vectors;
 
 pub use cached::{open_cache, tenant_of};
 pub use engine::{Engine, SearchHit, SearchResults};
+pub use format::{DATA_DIR_FORMAT, FORMAT_FILE};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
 pub use neuralcore_cache::{Op as CacheOp, Served as CacheServed};
 pub use neuralcore_config::{
@@ -62,6 +64,9 @@ pub enum EngineError {
     /// File system failure.
     #[error("{0}")]
     Io(String),
+    /// The data dir's format is newer than this release's, or its stamp is damaged.
+    #[error("{0}")]
+    Format(String),
 }
 
 /// Current time as RFC 3339 (seconds).
