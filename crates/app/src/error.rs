@@ -110,7 +110,7 @@ impl From<EngineError> for AppError {
             EngineError::InvalidInput(m) => AppError::InvalidInput(m),
             EngineError::NotFound(m) => AppError::NotFound(m),
             EngineError::Config(m) => AppError::InvalidInput(m),
-            EngineError::Format(m) => AppError::Unavailable(m),
+            EngineError::Format(m) => AppError::InvalidInput(m),
             EngineError::Store(neuralcore_core::StoreError::InvalidInput(m)) => {
                 AppError::InvalidInput(m)
             }

@@ -122,6 +122,7 @@ fn same(a: &str, b: &str) -> bool {
 impl KeyStore {
     /// Open (or create) `<data dir>/auth.redb`.
     pub fn open(data_dir: &Path) -> Result<KeyStore, AppError> {
+        neuralcore_engine::check_data_dir_format(data_dir)?;
         let path = data_dir.join("auth.redb");
         // The file and the cause, so a user can act on it (a read-only or full disk).
         let at = |e: &dyn std::fmt::Display| internal(format!("{}: {e}", path.display()));
@@ -309,6 +310,23 @@ impl KeyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_dir_of_a_newer_format_is_refused_before_the_key_file_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(neuralcore_engine::FORMAT_FILE),
+            r#"{"format": 99, "written_by": "9.9.0"}"#,
+        )
+        .unwrap();
+        let err = KeyStore::open(dir.path()).err().unwrap();
+        assert!(matches!(err, AppError::InvalidInput(_)), "{err}");
+        assert!(
+            err.to_string().contains("run neuralcore 9.9.0 or newer"),
+            "{err}"
+        );
+        assert!(!dir.path().join("auth.redb").exists());
+    }
 
     #[test]
     fn keys_are_shown_once_hashed_and_revocable() {

@@ -548,6 +548,7 @@ fn opts_collection_name(tenant: &Tenant, stored: &str) -> String {
 
 /// The blackboard the config asks for.
 pub fn open_mind(config: &Config, data_dir: &Path) -> Result<Mind, AppError> {
+    neuralcore_engine::check_data_dir_format(data_dir)?;
     let m = &config.mind;
     let cfg = MindConfig {
         max_value_bytes: m.max_value_bytes,

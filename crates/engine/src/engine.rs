@@ -87,8 +87,10 @@ impl Engine {
         })?;
         // A newer format is refused before anything is opened for writing; the stamp is
         // written once the store is held.
-        let format = crate::format::read(data_dir)?;
+        crate::format::read(data_dir)?;
         let store = RedbStore::open(&data_dir.join("store.redb"))?;
+        // Again with the store held: another release may have stamped it meanwhile.
+        let format = crate::format::read(data_dir)?;
         crate::format::migrate(data_dir, format)?;
         Ok(Engine::with_store(config, Box::new(store), Some(data_dir)))
     }

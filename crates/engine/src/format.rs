@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::EngineError;
 
@@ -19,7 +19,7 @@ pub const DATA_DIR_FORMAT: u32 = 1;
 /// The stamp's file name in the data dir.
 pub const FORMAT_FILE: &str = "format.json";
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize)]
 struct Stamp {
     /// The data dir format.
     format: u32,
@@ -42,26 +42,43 @@ pub(crate) fn read(data_dir: &Path) -> Result<u32, EngineError> {
             )))
         }
     };
-    let stamp: Stamp = serde_json::from_slice(&bytes).map_err(|e| {
-        EngineError::Format(format!(
-            "{} is damaged ({e}); it should read {{\"format\": {DATA_DIR_FORMAT}, \
-             \"written_by\": \"…\"}} for a data dir of this release",
-            path.display()
-        ))
-    })?;
-    if stamp.format > DATA_DIR_FORMAT {
+    // Only `format` is required, so a newer release's stamp of another shape is still
+    // read as newer, never as damaged.
+    let stamp: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| damaged(&path, e))?;
+    let format = stamp
+        .get("format")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| damaged(&path, "no \"format\" number"))?;
+    if format > u64::from(DATA_DIR_FORMAT) {
+        let by = stamp
+            .get("written_by")
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty() && v.len() <= 40)
+            .unwrap_or("a newer release");
         return Err(EngineError::Format(format!(
-            "the data dir {} has format {}, written by neuralcore {}; this neuralcore ({}) \
-             reads formats up to {DATA_DIR_FORMAT}: run neuralcore {} or newer on it, or \
-             use another --data-dir",
+            "the data dir {} has format {format}, written by neuralcore {by}; this \
+             neuralcore ({}) reads formats up to {DATA_DIR_FORMAT}: run neuralcore {by} or \
+             newer on it, or use another --data-dir",
             data_dir.display(),
-            stamp.format,
-            stamp.written_by,
             env!("CARGO_PKG_VERSION"),
-            stamp.written_by,
         )));
     }
-    Ok(stamp.format)
+    Ok(format as u32)
+}
+
+fn damaged(path: &Path, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Format(format!(
+        "{} is damaged ({e}); it should read {{\"format\": {DATA_DIR_FORMAT}, \
+         \"written_by\": \"…\"}} for a data dir of this release",
+        path.display()
+    ))
+}
+
+/// Refuse a data dir of a newer format (or with a damaged stamp) before anything opens a
+/// file of it: for the parts of a data dir opened without the engine (API keys, the
+/// Mind). It stamps nothing.
+pub fn check(data_dir: &Path) -> Result<(), EngineError> {
+    read(data_dir).map(|_| ())
 }
 
 /// Bring a data dir of format `from` (≤ [`DATA_DIR_FORMAT`]) to this release's format and
@@ -89,7 +106,8 @@ pub(crate) fn migrate(data_dir: &Path, from: u32) -> Result<(), EngineError> {
     let body = serde_json::to_vec_pretty(&stamp).expect("serializable");
     let written = std::fs::write(&tmp, body)
         .and_then(|_| std::fs::File::open(&tmp)?.sync_all())
-        .and_then(|_| std::fs::rename(&tmp, &path));
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .and_then(|_| std::fs::File::open(data_dir)?.sync_all());
     if let Err(e) = written {
         // Read-only, full, or not ours to write: the files are those of this format
         // already (format 0 differs only by the stamp), so use it as it is; the next

@@ -19,7 +19,7 @@ mod vectors;
 
 pub use cached::{open_cache, tenant_of};
 pub use engine::{Engine, SearchHit, SearchResults};
-pub use format::{DATA_DIR_FORMAT, FORMAT_FILE};
+pub use format::{check as check_data_dir_format, DATA_DIR_FORMAT, FORMAT_FILE};
 pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
 pub use neuralcore_cache::{Op as CacheOp, Served as CacheServed};
 pub use neuralcore_config::{

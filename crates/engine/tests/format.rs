@@ -67,6 +67,12 @@ fn a_newer_or_damaged_stamp_is_refused_with_what_to_do_and_nothing_written() {
         newer
     );
 
+    // A newer stamp of another shape is still newer, not damaged.
+    std::fs::write(data.join(FORMAT_FILE), "{\"format\": 99, \"by\": 1}").unwrap();
+    let err = Engine::open(&data, config()).err().unwrap().to_string();
+    assert!(err.contains("has format 99"), "{err}");
+    assert!(!data.join("store.redb").exists());
+
     std::fs::write(data.join(FORMAT_FILE), "{\"format\": ").unwrap();
     let err = Engine::open(&data, config()).err().unwrap().to_string();
     assert!(err.contains("format.json is damaged"), "{err}");
