@@ -89,10 +89,8 @@ pub fn disagreement(a: &str, b: &str) -> Option<Disagreement> {
             // it ("$2.2 billion" against "$37.6 billion", not "2.2" against "37.6").
             let unit = wa
                 .get(na - s)
-                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%'))
-                .filter(|w| {
-                    about == "number" && *w != "per" && UNITS.contains(&w.to_lowercase().as_str())
-                });
+                .and_then(|w| unit_word(w))
+                .filter(|w| about == "number" && *w != "per");
             let clean = |w: &[&str]| {
                 let v = w
                     .join(" ")
@@ -164,6 +162,12 @@ const UNITS: &[&str] = &[
     "%",
 ];
 
+/// `w` without its punctuation, when it is a unit word ([`UNITS`]).
+fn unit_word(w: &str) -> Option<&str> {
+    let n = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%');
+    UNITS.contains(&n.to_lowercase().as_str()).then_some(n)
+}
+
 /// The figures of a sentence as it writes them, with a currency sign and a unit word
 /// that follows ("$2.2 billion", "6,400 km"), joined by ", ".
 fn figures(text: &str) -> String {
@@ -176,11 +180,8 @@ fn figures(text: &str) -> String {
         let mut f = w
             .trim_matches(|c: char| !c.is_alphanumeric() && !"$€£%".contains(c))
             .to_string();
-        if let Some(next) = words.get(i + 1) {
-            let n = next.trim_matches(|c: char| !c.is_alphanumeric() && c != '%');
-            if UNITS.contains(&n.to_lowercase().as_str()) {
-                f = format!("{f} {n}");
-            }
+        if let Some(n) = words.get(i + 1).and_then(|w| unit_word(w)) {
+            f = format!("{f} {n}");
         }
         if !out.contains(&f) {
             out.push(f);

@@ -30,7 +30,8 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
     "time_words",
 ];
 
-/// Words that place an event in time (`time_words` feature).
+/// Words that place an event in time (`time_words` feature), with the weekdays
+/// (`neuralcore_core::text::WEEKDAYS`).
 const TIME_WORDS: &[&str] = &[
     "yesterday",
     "today",
@@ -42,13 +43,6 @@ const TIME_WORDS: &[&str] = &[
     "weekend",
     "month",
     "year",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
     "morning",
     "night",
     "since",
@@ -84,9 +78,12 @@ pub struct Candidate {
 impl Candidate {
     /// The feature vector of a candidate whose text is `text`.
     pub fn features(&self, text: &str) -> Features {
-        let time = text
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|w| TIME_WORDS.iter().any(|t| t.eq_ignore_ascii_case(w)));
+        let time = text.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            TIME_WORDS
+                .iter()
+                .chain(neuralcore_core::text::WEEKDAYS)
+                .any(|t| t.eq_ignore_ascii_case(w))
+        });
         let flag = |b: bool| if b { 1.0 } else { 0.0 };
         [
             self.fused,
