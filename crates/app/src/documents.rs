@@ -27,6 +27,13 @@ pub struct SourceInfo {
     pub documents: Vec<String>,
     /// When it was ingested, RFC 3339.
     pub ingested_at: String,
+    /// True while an ingest of it is unfinished (a crash, or a load error after some
+    /// of its batches committed): `documents` lists what is stored, searchable; the
+    /// same bytes ingested again resume after them.
+    pub partial: bool,
+    /// Why an unfinished ingest stopped, when a load error stopped it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A document with its provenance and chunk count.
@@ -91,6 +98,8 @@ impl App {
                 raw_sha256: s.raw_sha256,
                 documents: s.docs.iter().map(|k| neuralcore_core::doc_id(*k)).collect(),
                 ingested_at: s.ingested_at,
+                partial: s.partial.is_some(),
+                error: s.partial.and_then(|p| p.error),
             })
             .collect())
     }

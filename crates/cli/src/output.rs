@@ -96,6 +96,21 @@ impl IngestObserver for Progress {
             b.inc(1);
         }
     }
+    fn resumed(&mut self, path: &Path, documents: usize) {
+        if !self.quiet {
+            self.line(format!(
+                "resuming {}: {documents} documents stored by an unfinished ingest are kept",
+                path.display()
+            ));
+        }
+    }
+    fn checkpoint(&mut self, path: &Path, documents: usize) {
+        tracing::info!(
+            path = %path.display(),
+            documents,
+            "checkpoint: committed"
+        );
+    }
     fn warning(&mut self, path: &Path, message: &str) {
         if !self.quiet {
             self.line(format!("warning: {}: {message}", path.display()));

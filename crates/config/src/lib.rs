@@ -629,6 +629,10 @@ pub struct IngestConfig {
     pub max_document_chars: usize,
     /// Commit to the store after this many bytes of text (bounds memory and lost work).
     pub commit_bytes: usize,
+    /// Commit to the store after this many new chunks: with an embedding model each
+    /// costs an embedding, so this bounds the work a crash loses. A source bigger than
+    /// one batch commits in several and resumes after the last one when ingested again.
+    pub commit_chunks: usize,
     /// CSV: columns that make the text (empty: all).
     pub csv_text_columns: Vec<String>,
     /// CSV: the id column.
@@ -653,6 +657,7 @@ impl Default for IngestConfig {
             max_file_bytes: l.max_file_bytes,
             max_document_chars: l.max_document_chars,
             commit_bytes: 32 * 1024 * 1024,
+            commit_chunks: 512,
             csv_text_columns: l.csv_text_columns,
             csv_id_column: l.csv_id_column,
             csv_title_column: l.csv_title_column,
@@ -753,6 +758,10 @@ max_file_bytes = 67108864
 max_document_chars = 2000000
 # Commit to the store after this many bytes of text.
 commit_bytes = 33554432
+# ... or after this many new chunks (each costs an embedding when there is a model):
+# the most work a crash can lose. A file bigger than one batch commits in several,
+# is listed as partial meanwhile, and resumes after the last one when ingested again.
+commit_chunks = 512
 # CSV: columns that make the document text (empty = all columns).
 csv_text_columns = []
 # CSV: column holding each row's id (default: a column named id or _id).

@@ -207,6 +207,23 @@ pub struct SourceRecord {
     pub settings: String,
     /// When it was ingested, RFC 3339.
     pub ingested_at: String,
+    /// Set while an ingest of this source is unfinished: one too big for one batch
+    /// commits in several, and a crash or a load error between them leaves the
+    /// documents committed so far (in `docs`) stored and searchable, and this set. An
+    /// ingest of the same bytes resumes after them; other bytes replace them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialSource>,
+}
+
+/// What an unfinished ingest of a source left (see [`SourceRecord::partial`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
+pub struct PartialSource {
+    /// The documents of the version being replaced: they keep this source's
+    /// provenance until the new version is complete.
+    pub previous_docs: Vec<DocKey>,
+    /// Why it stopped, when a load error stopped it (none after a crash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Counts and settings of a collection.

@@ -14,7 +14,12 @@ use serde::Serialize;
 use crate::EngineError;
 
 /// The format this release writes and reads.
-pub const DATA_DIR_FORMAT: u32 = 1;
+///
+/// - 1: the format stamp.
+/// - 2: a source record may be partial (an ingest that committed some of its batches);
+///   a release of format 1 would take such a source for complete and skip it. The files
+///   are those of format 1: migrating is stamping.
+pub const DATA_DIR_FORMAT: u32 = 2;
 
 /// The stamp's file name in the data dir.
 pub const FORMAT_FILE: &str = "format.json";
@@ -82,7 +87,7 @@ pub fn check(data_dir: &Path) -> Result<(), EngineError> {
 }
 
 /// Bring a data dir of format `from` (≤ [`DATA_DIR_FORMAT`]) to this release's format and
-/// stamp it. Format 0 (no stamp) has the same files as format 1: stamping is all. A
+/// stamp it. Formats 0 (no stamp) and 1 have the same files as 2: stamping is all. A
 /// data dir that cannot be written (read-only, full) is used as it is, unstamped; a
 /// migration that changes files must therefore be safe to run again.
 pub(crate) fn migrate(data_dir: &Path, from: u32) -> Result<(), EngineError> {
@@ -110,7 +115,7 @@ pub(crate) fn migrate(data_dir: &Path, from: u32) -> Result<(), EngineError> {
         .and_then(|_| std::fs::File::open(data_dir)?.sync_all());
     if let Err(e) = written {
         // Read-only, full, or not ours to write: the files are those of this format
-        // already (format 0 differs only by the stamp), so use it as it is; the next
+        // already (formats 0 and 1 differ only by the stamp), so use it as it is; the next
         // open that can write stamps it.
         tracing::warn!(
             "the data dir {} cannot be stamped with its format ({e}); using it as it is",

@@ -2,9 +2,19 @@
 //!
 //! Atomicity: sources are buffered in memory and written to the current store batch
 //! only once they loaded completely, so a file that fails half way leaves nothing
-//! behind. A source bigger than `ingest.commit_bytes` first commits the batch before it,
-//! then streams into a batch of its own, which is dropped (rolled back) if the file fails.
-//! A store batch commits when it holds `ingest.commit_bytes` of text, and at the end.
+//! behind. A store batch commits when it holds `ingest.commit_bytes` of text or
+//! `ingest.commit_chunks` new chunks, and at the end. A source bigger than that first
+//! commits the batch before it, then streams into batches of its own, committed at the
+//! same bounds with a checkpoint: its source record, listing the documents stored so far
+//! and marked partial. A crash then loses at most one batch; ingesting the same bytes
+//! again finds the stored documents (nothing is embedded twice) and goes on after them,
+//! and a load error leaves the source partial with the error. A document is never
+//! visible without its chunks and vectors: they commit in the same batch.
+//!
+//! Provenance: a source's entries are settled when it completes, not stripped first:
+//! the entries of its documents that this version did not produce (at that document and
+//! locator) are dropped then, and the documents left without any are deleted. Until
+//! then the version being replaced stays whole.
 //!
 //! With an embedding model, each new chunk is embedded (or found in the embedding cache)
 //! and its vector written to the same store batch, so chunks and vectors commit together;
@@ -67,6 +77,12 @@ pub trait IngestObserver {
     fn warning(&mut self, _path: &Path, _message: &str) {}
     /// `texts` more chunk texts were embedded by the model (cache hits are not counted).
     fn embedded(&mut self, _texts: usize) {}
+    /// A source too big for one batch committed its first `documents` documents (a
+    /// checkpoint: a crash from here on loses at most the next batch).
+    fn checkpoint(&mut self, _path: &Path, _documents: usize) {}
+    /// An unfinished ingest of this source had stored `documents` documents: they are
+    /// found in the store (not embedded again) and the ingest goes on after them.
+    fn resumed(&mut self, _path: &Path, _documents: usize) {}
     /// Whether to stop: checked before each file; the files done so far are kept.
     fn cancelled(&self) -> bool {
         false
@@ -149,6 +165,14 @@ struct Ingestor<'e, 'i> {
     batch: Option<Box<dyn StoreBatch + 'e>>,
     session: Option<IndexSession<'i>>,
     batch_bytes: usize,
+    /// New chunks in the open batch.
+    batch_chunks: usize,
+    /// A source bigger than one batch is being written: its batches leave the vector
+    /// index's snapshot behind while writing it would cost more than a tenth of the
+    /// time (the next open catches a stale snapshot up from the cached vectors).
+    streaming: bool,
+    /// When the vector index's snapshot was last written, and what that took.
+    vec_saved: (Instant, std::time::Duration),
     removed: BTreeSet<DocKey>,
     added: Vec<DocKey>,
     chunker: SentenceChunker,
@@ -187,6 +211,9 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             batch: None,
             session: None,
             batch_bytes: 0,
+            batch_chunks: 0,
+            streaming: false,
+            vec_saved: (Instant::now(), std::time::Duration::ZERO),
             removed: BTreeSet::new(),
             added: Vec::new(),
             chunker,
@@ -269,6 +296,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         }
         batch.commit()?;
         self.batch_bytes = 0;
+        self.batch_chunks = 0;
         if changed {
             let generation = self
                 .engine
@@ -290,15 +318,44 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                     .into_iter()
                     .filter(|(k, _)| kept.contains(&k.0))
                     .collect();
-                if let Err(e) = vidx.apply(&removed, &vectors, generation) {
+                if let Err(e) = vidx.apply_unsaved(&removed, &vectors, generation) {
                     self.engine.forget_vectors(&c);
                     return Err(e.into());
                 }
             }
         }
+        if let Some((_, vidx)) = &self.vec {
+            let (at, cost) = self.vec_saved;
+            if !self.streaming || at.elapsed() >= cost * 10 {
+                let t = Instant::now();
+                if let Err(e) = vidx.save() {
+                    self.engine.forget_vectors(&c);
+                    return Err(e.into());
+                }
+                self.vec_saved = (Instant::now(), t.elapsed());
+            }
+        }
         self.vectors.clear();
         self.local.clear();
         Ok(())
+    }
+
+    /// Whether the open batch reached a commit bound.
+    fn batch_full(&self) -> bool {
+        let cfg = &self.engine.config.ingest;
+        self.batch_bytes >= cfg.commit_bytes || self.batch_chunks >= cfg.commit_chunks.max(1)
+    }
+
+    /// Commit the open batch with `record` (a partial source) as its checkpoint, and
+    /// open the next.
+    fn checkpoint(
+        &mut self,
+        record: &SourceRecord,
+        obs: &mut dyn IngestObserver,
+    ) -> Result<(), EngineError> {
+        self.batch().put_source(record)?;
+        self.commit(obs)?;
+        self.ensure_batch()
     }
 
     /// After a commit: sweep the embedding cache when replaced and removed chunks left
@@ -323,6 +380,8 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         self.added.clear();
         self.removed.clear();
         self.batch_bytes = 0;
+        self.batch_chunks = 0;
+        self.streaming = false;
     }
 
     fn prepare(&self, doc: LoadedDoc, src: &SourceCtx) -> Prepared {
@@ -401,9 +460,13 @@ impl<'e, 'i> Ingestor<'e, 'i> {
     fn write(&mut self, p: Prepared, obs: &mut dyn IngestObserver) -> Result<usize, EngineError> {
         let c = self.collection.clone();
         let key = p.record.key;
+        // An entry of this source at this place replaces the one an earlier ingest left.
+        let same_place =
+            |x: &Provenance, y: &Provenance| x.source_id == y.source_id && x.locator == y.locator;
         let mut provenance = vec![p.provenance];
         match self.batch().document(&c, key)? {
             Some(mut d) if d.chunking == p.record.chunking => {
+                d.provenance.retain(|x| !same_place(x, &provenance[0]));
                 d.provenance.append(&mut provenance);
                 d.provenance
                     .sort_by(|a, b| (&a.source_id, &a.locator).cmp(&(&b.source_id, &b.locator)));
@@ -414,7 +477,8 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 self.batch().delete_document(&c, key)?;
                 self.session.as_mut().expect("session open").delete_doc(key);
                 self.removed.insert(key);
-                provenance.extend(old.provenance);
+                let new = provenance[0].clone();
+                provenance.extend(old.provenance.into_iter().filter(|x| !same_place(x, &new)));
             }
             None => {}
         }
@@ -444,7 +508,42 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             }
         }
         self.added.push(key);
+        self.batch_bytes += p.bytes;
+        self.batch_chunks += p.chunks.len();
         Ok(p.chunks.len())
+    }
+
+    /// When a source's new version is written: drop its provenance entries that this
+    /// version did not produce (`places`: document and locator) from its documents old
+    /// and new, and delete the documents left without any.
+    fn settle(
+        &mut self,
+        source_id: &str,
+        old_keys: &[DocKey],
+        places: &HashSet<(DocKey, Option<String>)>,
+    ) -> Result<(), EngineError> {
+        let c = self.collection.clone();
+        let all: BTreeSet<DocKey> = old_keys
+            .iter()
+            .copied()
+            .chain(places.iter().map(|p| p.0))
+            .collect();
+        let mut orphans = Vec::new();
+        for k in all {
+            let Some(mut d) = self.batch().document(&c, k)? else {
+                continue;
+            };
+            let before = d.provenance.len();
+            d.provenance
+                .retain(|p| p.source_id != source_id || places.contains(&(k, p.locator.clone())));
+            if d.provenance.len() != before {
+                self.batch().put_document(&d)?;
+            }
+            if d.provenance.is_empty() {
+                orphans.push(k);
+            }
+        }
+        self.drop_orphans(&orphans)
     }
 
     fn process(
@@ -491,17 +590,32 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             Some(b) => b.source(&c, &source_id)?,
             None => self.engine.store.source(&c, &source_id)?,
         };
-        if let Some(e) = &existing {
-            if e.raw_sha256 == raw_sha && e.settings == self.settings {
-                return Ok(FileOutcome::Skipped {
-                    reason: "unchanged".into(),
-                });
+        let same = existing
+            .as_ref()
+            .is_some_and(|e| e.raw_sha256 == raw_sha && e.settings == self.settings);
+        if same && existing.as_ref().is_some_and(|e| e.partial.is_none()) {
+            return Ok(FileOutcome::Skipped {
+                reason: "unchanged".into(),
+            });
+        }
+        // Every document this source's provenance may be on: its last version's and,
+        // after an unfinished ingest, what that one stored.
+        let old_keys: Vec<DocKey> = match &existing {
+            None => Vec::new(),
+            Some(e) => {
+                let mut all: BTreeSet<DocKey> = e.docs.iter().copied().collect();
+                if let Some(p) = &e.partial {
+                    all.extend(p.previous_docs.iter().copied());
+                }
+                all.into_iter().collect()
+            }
+        };
+        if same {
+            let stored = existing.as_ref().map_or(0, |e| e.docs.len());
+            if stored > 0 {
+                obs.resumed(path, stored);
             }
         }
-        let old_keys = existing
-            .as_ref()
-            .map(|e| e.docs.clone())
-            .unwrap_or_default();
         let src = SourceCtx {
             source_id: source_id.clone(),
             uri: source_id.clone(),
@@ -511,6 +625,19 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 .ok()
                 .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
             loader: loader.name(),
+        };
+        let mut record = SourceRecord {
+            collection: c.clone(),
+            source_id: source_id.clone(),
+            source_type: SourceType::File,
+            uri: source_id.clone(),
+            raw_sha256: raw_sha,
+            byte_size: meta.len(),
+            docs: Vec::new(),
+            loader: loader.name().to_string(),
+            settings: self.settings.clone(),
+            ingested_at: now_rfc3339(),
+            partial: None,
         };
         let stem = path
             .file_stem()
@@ -522,36 +649,64 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             default_title: &stem,
             options: &opts,
         };
-        let limit = self.engine.config.ingest.commit_bytes;
+        let cfg = &self.engine.config.ingest;
+        let (limit_bytes, limit_chunks) = (cfg.commit_bytes, cfg.commit_chunks.max(1));
         let mut buffered: Vec<Prepared> = Vec::new();
         let mut buffered_bytes = 0usize;
+        let mut buffered_chunks = 0usize;
         let mut direct = false;
         let mut keys: Vec<DocKey> = Vec::new();
+        let mut places: HashSet<(DocKey, Option<String>)> = HashSet::new();
+        // The last checkpoint written, if any.
+        let mut checkpointed: Option<SourceRecord> = None;
         let mut new_chunks = 0usize;
         let mut fatal: Option<EngineError> = None;
+        let partial = |keys: &[DocKey]| SourceRecord {
+            docs: keys.to_vec(),
+            partial: Some(neuralcore_core::PartialSource {
+                previous_docs: old_keys.clone(),
+                error: None,
+            }),
+            ..record.clone()
+        };
         let result = loader.load(&input, &mut |doc| {
             obs.document();
             let p = self.prepare(doc, &src);
             keys.push(p.record.key);
+            places.insert((p.record.key, p.provenance.locator.clone()));
             let written = if direct {
-                self.write(p, &mut *obs)
+                (|| -> Result<usize, EngineError> {
+                    let n = self.write(p, &mut *obs)?;
+                    if self.batch_full() {
+                        let cp = partial(&keys);
+                        self.checkpoint(&cp, &mut *obs)?;
+                        obs.checkpoint(path, keys.len());
+                        checkpointed = Some(cp);
+                    }
+                    Ok(n)
+                })()
             } else {
                 buffered_bytes += p.bytes;
+                buffered_chunks += p.chunks.len();
                 buffered.push(p);
-                if buffered_bytes <= limit {
+                if buffered_bytes <= limit_bytes && buffered_chunks <= limit_chunks {
                     return Ok(());
                 }
-                // Too big to buffer: commit what came before, then stream into a batch
-                // of this source alone.
+                // Too big for one batch: commit what came before, then write this source
+                // in batches of its own, each with a checkpoint.
                 direct = true;
                 (|| -> Result<usize, EngineError> {
                     self.commit(&mut *obs)?;
+                    self.streaming = true;
                     self.ensure_batch()?;
-                    self.strip(&source_id, &old_keys)?;
                     let mut n = 0;
                     for p in buffered.drain(..) {
                         n += self.write(p, &mut *obs)?;
                     }
+                    let cp = partial(&keys);
+                    self.checkpoint(&cp, &mut *obs)?;
+                    obs.checkpoint(path, keys.len());
+                    checkpointed = Some(cp);
                     Ok(n)
                 })()
             };
@@ -574,12 +729,29 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         let report = match result {
             Ok(r) => r,
             Err(e) => {
-                if direct {
-                    self.rollback();
+                if !direct {
+                    return Ok(FileOutcome::Failed {
+                        reason: e.to_string(),
+                    });
                 }
-                return Ok(FileOutcome::Failed {
-                    reason: e.to_string(),
-                });
+                // What came after the last checkpoint goes; what it committed stays,
+                // searchable, with the source marked partial and the error kept.
+                self.rollback();
+                let mut reason = e.to_string();
+                if let Some(mut cp) = checkpointed {
+                    let stored = cp.docs.len();
+                    if let Some(p) = cp.partial.as_mut() {
+                        p.error = Some(reason.clone());
+                    }
+                    self.ensure_batch()?;
+                    self.batch().put_source(&cp)?;
+                    self.commit(obs)?;
+                    reason.push_str(&format!(
+                        " (the {stored} documents before it are stored and the source is \
+                         listed as partial: fix the file and ingest it again, or remove it)"
+                    ));
+                }
+                return Ok(FileOutcome::Failed { reason });
             }
         };
         for w in &report.warnings {
@@ -591,47 +763,32 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         }
         if !direct {
             self.ensure_batch()?;
-            self.strip(&source_id, &old_keys)?;
             for p in buffered {
                 new_chunks += self.write(p, obs)?;
             }
-            self.batch_bytes += buffered_bytes;
         }
-        let stale: Vec<DocKey> = {
-            let now: HashSet<DocKey> = keys.iter().copied().collect();
-            old_keys
-                .iter()
-                .copied()
-                .filter(|k| !now.contains(k))
-                .collect()
-        };
-        self.drop_orphans(&stale)?;
-        let record = SourceRecord {
-            collection: c.clone(),
-            source_id: source_id.clone(),
-            source_type: SourceType::File,
-            uri: source_id,
-            raw_sha256: raw_sha,
-            byte_size: meta.len(),
-            docs: keys.clone(),
-            loader: loader.name().to_string(),
-            settings: self.settings.clone(),
-            ingested_at: now_rfc3339(),
-        };
+        self.settle(&source_id, &old_keys, &places)?;
+        record.docs = keys;
+        let documents = record.docs.len();
         self.batch().put_source(&record)?;
-        if direct || self.batch_bytes >= limit {
+        self.streaming = false;
+        if direct || self.batch_full() {
             self.commit(obs)?;
         }
         Ok(FileOutcome::Ingested {
-            documents: keys.len(),
+            documents,
             new_chunks,
         })
     }
 
     fn remove_source(&mut self, source: &SourceRecord) -> Result<(), EngineError> {
         self.ensure_batch()?;
-        self.strip(&source.source_id, &source.docs)?;
-        self.drop_orphans(&source.docs)?;
+        let mut keys = source.docs.clone();
+        if let Some(p) = &source.partial {
+            keys.extend(p.previous_docs.iter().copied());
+        }
+        self.strip(&source.source_id, &keys)?;
+        self.drop_orphans(&keys)?;
         let c = self.collection.clone();
         self.batch().delete_source(&c, &source.source_id)?;
         Ok(())

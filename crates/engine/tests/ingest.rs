@@ -433,7 +433,7 @@ fn index_catches_up_after_a_crash_between_store_and_index_commits() {
 }
 
 #[test]
-fn big_sources_stream_in_their_own_batch_and_roll_back_on_failure() {
+fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_error() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.ingest.commit_bytes = 10_000;
@@ -442,27 +442,62 @@ fn big_sources_stream_in_their_own_batch_and_roll_back_on_failure() {
     let para = "Manatees graze on seagrass in warm coastal waters. ".repeat(20);
     let big_text: String = (0..40).map(|i| format!("Part {i}. {para}\n\n")).collect();
     let big = write(tmp.path(), "b_big.txt", &big_text);
-    let mut lines: String = (0..300)
-        .map(|i| {
-            format!(
-                "{{\"_id\":\"{i}\",\"text\":\"row {i} about dugongs {}\"}}\n",
-                "filler ".repeat(20)
-            )
-        })
-        .collect();
+    let rows = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "{{\"_id\":\"{i}\",\"text\":\"row {i} about dugongs {}\"}}\n",
+                    "filler ".repeat(20)
+                )
+            })
+            .collect()
+    };
+    let mut lines = rows(300);
     lines.push_str("{not json}\n");
     let bad_big = write(tmp.path(), "c_bad.jsonl", &lines);
     let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
     let s = ingest(&e, &[&small, &big, &bad_big], "default");
     assert_eq!((s.ingested, s.failed), (2, 1), "{s:#?}");
-    assert!(s.errors[0].message.contains("line 301"), "{:?}", s.errors);
-    assert!(
-        e.search("default", "dugongs", 5, None)
-            .unwrap()
-            .hits
-            .is_empty(),
-        "failed big source rolled back"
-    );
+    let msg = &s.errors[0].message;
+    assert!(msg.contains("line 301"), "{msg}");
+    assert!(msg.contains("documents before it are stored"), "{msg}");
+    assert!(msg.contains("listed as partial"), "{msg}");
+    // The batches committed before the error stay, searchable, the source partial.
+    let bad = e
+        .sources("default")
+        .unwrap()
+        .into_iter()
+        .find(|s| s.source_id.ends_with("c_bad.jsonl"))
+        .unwrap();
+    let partial = bad.partial.clone().expect("listed as partial");
+    assert!(partial.error.unwrap().contains("line 301"));
+    let stored = bad.docs.len();
+    assert!((50..300).contains(&stored), "{stored} rows committed");
+    assert!(!e
+        .search("default", "dugongs", 5, None)
+        .unwrap()
+        .hits
+        .is_empty());
+    // The same bad bytes again: the stored rows are found, the error comes again.
+    let s = ingest(&e, &[&bad_big], "default");
+    assert_eq!((s.failed, s.chunks), (1, 0), "{s:#?}");
+    // Fixed: the source completes; nothing of it is left partial or twice.
+    std::fs::write(&bad_big, rows(300)).unwrap();
+    let s = ingest(&e, &[&bad_big], "default");
+    assert_eq!((s.ingested, s.documents), (1, 300), "{s:#?}");
+    assert_eq!(s.chunks, 300 - stored, "only the rows not stored before");
+    let bad = e
+        .sources("default")
+        .unwrap()
+        .into_iter()
+        .find(|s| s.source_id.ends_with("c_bad.jsonl"))
+        .unwrap();
+    assert!(bad.partial.is_none());
+    assert_eq!(bad.docs.len(), 300);
+    for k in &bad.docs {
+        let d = e.store().document("default", *k).unwrap().unwrap();
+        assert_eq!(d.provenance.len(), 1, "{:?}", d.provenance);
+    }
     assert_eq!(top_titles(&e, "default", "capybaras"), vec!["a_small"]);
     let parts = e.search("default", "manatees", 100, None).unwrap().hits;
     let distinct: std::collections::BTreeSet<String> =

@@ -348,3 +348,111 @@ fn without_a_model_search_is_keyword_only_and_says_how_to_get_one() {
     let e = Engine::open(&tmp.path().join("data2"), c).unwrap();
     assert!(e.embedder_status().err().unwrap().contains("turned off"));
 }
+
+/// Panics at its `at`-th document: the process dying mid-file, as far as the store can
+/// tell (the open batch is dropped, uncommitted).
+struct CrashAt {
+    at: usize,
+    docs: usize,
+    checkpoints: Vec<usize>,
+}
+
+impl IngestObserver for CrashAt {
+    fn document(&mut self) {
+        self.docs += 1;
+        if self.docs == self.at {
+            panic!("simulated crash at document {}", self.at);
+        }
+    }
+    fn checkpoint(&mut self, _path: &Path, documents: usize) {
+        self.checkpoints.push(documents);
+    }
+}
+
+/// Every document's key, title, chunk texts and provenance places of a collection,
+/// and its vector search results for a few queries: what a finished ingest leaves.
+fn dump(e: &Engine, c: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in e.store().document_keys(c).unwrap() {
+        let d = e.store().document(c, k).unwrap().unwrap();
+        let chunks: Vec<String> = e
+            .store()
+            .chunks(k)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.text)
+            .collect();
+        let places: Vec<String> = d
+            .provenance
+            .iter()
+            .map(|p| format!("{:?}", p.locator))
+            .collect();
+        out.push(format!("{k:016x} {} {chunks:?} {places:?}", d.title));
+    }
+    for q in ["sea otters", "tree frogs", "row 7"] {
+        out.push(format!("{q}: {:?}", titles(e, c, q, SearchMode::Vector)));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn an_ingest_killed_mid_file_resumes_after_its_last_batch_and_embeds_nothing_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let animals = ["sea otters", "tree frogs", "snow leopards", "barn owls"];
+    let rows: String = (0..120)
+        .map(|i| {
+            format!(
+                "{{\"_id\":\"{i}\",\"title\":\"row {i}\",\"text\":\"Row {i} is a note about {}.\"}}\n",
+                animals[i % 4]
+            )
+        })
+        .collect();
+    let file = write(tmp.path(), "big.jsonl", &rows);
+    let mut cfg = config();
+    cfg.ingest.commit_chunks = 32;
+
+    // Uninterrupted, for comparison.
+    let whole = Engine::open(&tmp.path().join("whole"), cfg.clone()).unwrap();
+    assert_eq!(ingest(&whole, &[&file], "default"), 120);
+
+    let data = tmp.path().join("data");
+    let e = Engine::open(&data, cfg.clone()).unwrap();
+    let mut crash = CrashAt {
+        at: 80,
+        docs: 0,
+        checkpoints: Vec::new(),
+    };
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        e.ingest(std::slice::from_ref(&file), "default", &mut crash)
+    }));
+    assert!(died.is_err());
+    drop(e);
+    // Batches of 32 chunks (one a row): checkpoints after rows 33 and 65, none later
+    // before the crash at row 80.
+    assert_eq!(crash.checkpoints, vec![33, 65]);
+
+    let e = Engine::open(&data, cfg).unwrap();
+    let source = &e.sources("default").unwrap()[0];
+    assert!(source.partial.is_some(), "listed as partial");
+    assert_eq!(source.docs.len(), 65);
+    // The committed rows are searchable meanwhile.
+    assert_eq!(e.collection("default").unwrap().documents, 65);
+    assert_eq!(
+        titles(&e, "default", "row 3 sea otters", SearchMode::Keyword)[0],
+        "row 3"
+    );
+    // Resumed: only the 55 rows after the last checkpoint are embedded; the 15 of them
+    // the crash lost are the work lost (less than one batch).
+    assert_eq!(ingest(&e, &[&file], "default"), 55);
+    assert!(e.sources("default").unwrap()[0].partial.is_none());
+    assert_eq!(dump(&e, "default"), dump(&whole, "default"));
+    // And it is complete: the next ingest skips it.
+    assert_eq!(ingest(&e, &[&file], "default"), 0);
+    assert_eq!(
+        e.ingest(std::slice::from_ref(&file), "default", &mut ())
+            .unwrap()
+            .skipped,
+        1
+    );
+}

@@ -71,7 +71,9 @@ pub struct VectorIndex {
     /// its snapshot) under this lock alone, so searches go on over the current graph and
     /// wait only for the swap — a compaction rebuilds the whole graph, seconds on a
     /// collection of some thousands of chunks.
-    writer: std::sync::Mutex<()>,
+    /// It also holds whether the snapshot on disk is behind the graph (after
+    /// [`VectorIndex::apply_unsaved`]).
+    writer: std::sync::Mutex<bool>,
 }
 
 #[derive(Clone)]
@@ -588,9 +590,47 @@ impl VectorIndex {
         added: &[((DocKey, u32), Vec<f32>)],
         generation: u64,
     ) -> Result<(), VectorError> {
+        self.apply_with(removed, added, generation, true)
+    }
+
+    /// [`VectorIndex::apply`] without writing the snapshot, which stays behind until
+    /// [`VectorIndex::save`] or the next `apply`: for an ingest that commits many
+    /// batches, where writing the whole graph after each would cost more than the
+    /// batch. A crash meanwhile leaves the older snapshot, which the next open brings up
+    /// to the store from the cached vectors (nothing is embedded again).
+    pub fn apply_unsaved(
+        &self,
+        removed: &[DocKey],
+        added: &[((DocKey, u32), Vec<f32>)],
+        generation: u64,
+    ) -> Result<(), VectorError> {
+        self.apply_with(removed, added, generation, false)
+    }
+
+    /// Write the snapshot if [`VectorIndex::apply_unsaved`] left it behind.
+    pub fn save(&self) -> Result<(), VectorError> {
+        let mut behind = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if !*behind {
+            return Ok(());
+        }
+        if let Some(path) = &self.path {
+            let bytes = self.graph.read().expect("vector index lock").encode();
+            save(path, &bytes)?;
+        }
+        *behind = false;
+        Ok(())
+    }
+
+    fn apply_with(
+        &self,
+        removed: &[DocKey],
+        added: &[((DocKey, u32), Vec<f32>)],
+        generation: u64,
+        persist: bool,
+    ) -> Result<(), VectorError> {
         // The writer lock guards no data: a panic in an earlier build left the graph as it
         // was, so a poisoned lock is taken as it is.
-        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut behind = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = self.graph.read().expect("vector index lock").clone();
         for (key, v) in added {
             if v.len() != next.dim {
@@ -631,7 +671,12 @@ impl VectorIndex {
         }
         next.generation = generation;
         if let Some(path) = &self.path {
-            save(path, &next.encode())?;
+            if persist {
+                save(path, &next.encode())?;
+                *behind = false;
+            } else {
+                *behind = true;
+            }
         }
         let mut g = self.graph.write().expect("vector index lock");
         // `set_ef_search` may have run meanwhile; the graph has not changed (one writer).

@@ -63,6 +63,7 @@ pub fn sample_source(collection: &str, id: &str, docs: Vec<u64>) -> SourceRecord
         loader: "txt".into(),
         settings: "s".into(),
         ingested_at: "2026-01-01T00:00:00Z".into(),
+        partial: None,
     }
 }
 
