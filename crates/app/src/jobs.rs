@@ -458,6 +458,16 @@ impl Jobs {
         self.data_dir.join("uploads").join(id)
     }
 
+    /// Copy the job records into a new file at `dest`, as committed now; how many.
+    pub fn backup_to(&self, dest: &Path) -> Result<u64, AppError> {
+        let db = self.db.0.get().map_err(|_| {
+            AppError::Unavailable("the job store is reopening after an I/O error".into())
+        })?;
+        let mut copy = neuralcore_store::copy::RedbCopy::begin(&db, dest).map_err(internal)?;
+        copy.table(JOBS).map_err(internal)?;
+        copy.finish().map_err(internal)
+    }
+
     /// Where the uploaded sources of a stored collection live.
     pub fn sources_dir(data_dir: &Path, stored_collection: &str) -> PathBuf {
         data_dir.join("sources").join(stored_collection)

@@ -144,6 +144,16 @@ impl KeyStore {
         Ok(KeyStore { db })
     }
 
+    /// Copy the tenants and keys (hashes only) into a new file at `dest`, as committed
+    /// now; how many records.
+    pub fn backup_to(&self, dest: &Path) -> Result<u64, AppError> {
+        let mut copy = neuralcore_store::copy::RedbCopy::begin(&self.db, dest).map_err(internal)?;
+        copy.table(TENANTS)
+            .and_then(|c| c.table(KEYS))
+            .map_err(internal)?;
+        copy.finish().map_err(internal)
+    }
+
     /// Make a tenant (the `default` one always exists).
     pub fn create_tenant(&self, id: &str) -> Result<TenantRecord, AppError> {
         let tenant = Tenant::new(id)?;

@@ -9,6 +9,7 @@
 //! another. The CLI is the `default` tenant.
 
 mod answers;
+pub mod backup;
 pub use answers::{normalized as normalized_question, paraphrase_compatible};
 mod documents;
 mod error;

@@ -347,6 +347,23 @@ enum Command {
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
     },
+    /// Back the data dir up into DEST (a new or empty folder) while it is in use: the
+    /// documents, vector snapshots, uploaded sources, memories, the Mind, keys, jobs
+    /// and the config, each store copied from one consistent snapshot. When a server
+    /// owns the data dir (or with --server) the server writes it (an admin key of the
+    /// default tenant when it has keys; DEST is a path on its machine). Keyword indexes
+    /// and the cache are left out: `restore` rebuilds the indexes.
+    Backup {
+        /// The folder to write (it must not exist, or be empty).
+        dest: PathBuf,
+    },
+    /// Restore a backup made by `backup` into the data dir, which must not exist or be
+    /// empty (nothing is written over); then rebuild the keyword indexes and check
+    /// every collection's counts against the backup's.
+    Restore {
+        /// The backup folder.
+        backup: PathBuf,
+    },
     /// API keys of the server: create (shown once), list, revoke.
     Keys {
         #[command(subcommand)]
@@ -759,6 +776,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 | Command::Ask { .. }
                 | Command::Ingest { .. }
                 | Command::Memory { .. }
+                | Command::Backup { .. }
         )
     {
         anyhow::bail!(
@@ -880,8 +898,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&sources)?);
             } else {
                 for s in &sources {
+                    let state = match &s.partial {
+                        None => String::new(),
+                        Some(p) => match &p.error {
+                            None => "\tpartial: interrupted (ingest it again to resume)".into(),
+                            Some(e) => format!("\tpartial: {e}"),
+                        },
+                    };
                     println!(
-                        "{}\t{}\t{} doc(s)\t{}",
+                        "{}\t{}\t{} doc(s)\t{}{state}",
                         s.source_id,
                         s.loader,
                         s.docs.len(),
@@ -1236,6 +1261,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dirs,
         ),
         Command::Mcp { dirs } => mcp(g, dirs),
+        Command::Backup { dest } => backup(g, remote.as_ref(), &dest),
+        Command::Restore { backup } => restore(g, &backup),
         Command::Keys { what } => keys(g, what),
         Command::Tenants { what } => tenants(g, what),
         Command::Config {
@@ -1554,6 +1581,77 @@ fn eval_config(g: &Global) -> Result<Config> {
     c.cache.memory_search = false;
     c.cache.answer = false;
     Ok(c)
+}
+
+/// `neuralcore backup DEST`: by the server that owns the data dir, else in this process.
+fn backup(g: &Global, remote: Option<&remote::Remote>, dest: &Path) -> Result<ExitCode> {
+    let manifest = match remote {
+        Some(r) => remote::backup(r, dest)?,
+        None => match neuralcore_app::running_server(&g.data_dir) {
+            Some(srv) => remote::backup(&remote::Remote::new(&srv.url, g.api_key.clone())?, dest)?,
+            None => {
+                let app = neuralcore_app::App::open(
+                    &g.data_dir,
+                    load_config(g)?,
+                    neuralcore_app::OpenOptions::default(),
+                )?;
+                app.backup(dest, None)?
+            }
+        },
+    };
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&manifest)?);
+    } else if !g.quiet {
+        println!("backup written to {}", dest.display());
+        for p in &manifest.parts {
+            println!("  {}\t{} item(s)", p.path, p.items);
+        }
+        for c in &manifest.collections {
+            println!(
+                "  collection {}: {} documents, {} chunks",
+                c.name, c.documents, c.chunks
+            );
+        }
+        for s in &manifest.skipped {
+            println!("  not in it: {s}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `neuralcore restore BACKUP` into the data dir.
+fn restore(g: &Global, backup: &Path) -> Result<ExitCode> {
+    let manifest = neuralcore_app::backup::restore_files(backup, &g.data_dir)?;
+    let app = neuralcore_app::App::open(
+        &g.data_dir,
+        load_config(g)?,
+        neuralcore_app::OpenOptions::default(),
+    )?;
+    let wrong = app.verify_restored(&manifest)?;
+    if g.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "restored": g.data_dir,
+                "manifest": manifest,
+                "mismatches": wrong,
+            }))?
+        );
+    } else if !g.quiet {
+        println!(
+            "restored {} into {} ({} collection(s); keyword indexes rebuilt)",
+            backup.display(),
+            g.data_dir.display(),
+            manifest.collections.len()
+        );
+    }
+    if !wrong.is_empty() {
+        for w in &wrong {
+            eprintln!("error: {w}");
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `neuralcore cache stats|clear` on the data dir's cache.

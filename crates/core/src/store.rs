@@ -63,6 +63,15 @@ pub trait DocStore: Send + Sync {
     fn embedding_models(&self) -> StoreResult<Vec<String>>;
     /// Start a write batch. Only one batch writes at a time; a second caller waits.
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>>;
+    /// Copy what is committed now, consistently (writers go on), into a new store file
+    /// at `dest` of this backend's kind; how many records it holds. A store with no
+    /// file of its own says so.
+    fn backup_to(&self, dest: &std::path::Path) -> StoreResult<u64> {
+        let _ = dest;
+        Err(crate::StoreError::InvalidInput(
+            "this document store has no file to back up".into(),
+        ))
+    }
 }
 
 /// An atomic set of writes. Reads through the batch see its own writes. Dropping a batch

@@ -92,6 +92,9 @@ impl Engine {
         // Again with the store held: another release may have stamped it meanwhile.
         let format = crate::format::read(data_dir)?;
         crate::format::migrate(data_dir, format)?;
+        // Folders of dropped collections a merge kept from being deleted then.
+        sweep_dropped(&data_dir.join("index"));
+        sweep_dropped(&data_dir.join("vectors"));
         Ok(Engine::with_store(config, Box::new(store), Some(data_dir)))
     }
 
@@ -408,10 +411,7 @@ impl Engine {
             self.data_dir.as_ref().map(|d| d.join("vectors").join(name)),
         ];
         for dir in dirs.into_iter().flatten() {
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|e| EngineError::Io(format!("{}: {e}", dir.display())))?;
-            }
+            remove_index_dir(&dir);
         }
         Ok(())
     }
@@ -425,5 +425,49 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// Delete a dropped collection's index folder. The drop is committed by then, so this
+/// cannot fail it: a background merge of the keyword index may still write into the
+/// folder (deleting it then fails with "directory not empty"), so it is first renamed
+/// out of the way, then deleted, again a moment later if need be; what is left is only
+/// logged, under a name no collection has (`.dropped-…`), and swept by the next open.
+fn remove_index_dir(dir: &std::path::Path) {
+    if !dir.exists() {
+        return;
+    }
+    static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let trash = dir.with_file_name(format!(".dropped-{}-{n}", std::process::id()));
+    let target = match std::fs::rename(dir, &trash) {
+        Ok(()) => trash,
+        Err(_) => dir.to_path_buf(),
+    };
+    for wait_ms in [0u64, 50, 200, 1000] {
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        match std::fs::remove_dir_all(&target) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) if wait_ms == 1000 => {
+                tracing::warn!(
+                    "cannot delete {} of a dropped collection ({e}): it is deleted on the next open",
+                    target.display()
+                );
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Delete what [`remove_index_dir`] left under `root` (`index/` or `vectors/`).
+pub(crate) fn sweep_dropped(root: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(".dropped-") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }

@@ -245,6 +245,22 @@ impl Engine {
         self.clear_query_cache();
     }
 
+    /// Write every open vector index's snapshot that an ingest left behind (see
+    /// `VectorIndex::apply_unsaved`): before a backup copies them.
+    pub fn save_vectors(&self) -> Result<(), EngineError> {
+        let open: Vec<Arc<VectorIndex>> = self
+            .vectors
+            .lock()
+            .expect("vector map lock")
+            .values()
+            .cloned()
+            .collect();
+        for idx in open {
+            idx.save()?;
+        }
+        Ok(())
+    }
+
     /// The vector index of a collection, opened and brought up to the store's
     /// generation; `None` without an embedding model.
     pub fn vector_index(&self, collection: &str) -> Result<Option<Arc<VectorIndex>>, EngineError> {

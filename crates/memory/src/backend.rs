@@ -84,6 +84,17 @@ pub trait MemoryBackend: Send + Sync {
     /// same version before and after a read means the read saw one state: what caches
     /// of memory searches key by.
     fn version(&self) -> MemResult<u64>;
+    /// Copy what is committed now, consistently (writers go on), into a new file at
+    /// `dest`; how many records it holds. A backend without a file of its own (in
+    /// memory, or a database server backed up by its own tools) says so.
+    fn backup_to(&self, dest: &std::path::Path) -> MemResult<u64> {
+        let _ = dest;
+        Err(MemoryError::Invalid(format!(
+            "the {} memory backend has no file to back up (a database server is \
+             backed up with its own tools, such as pg_dump)",
+            self.name()
+        )))
+    }
 }
 
 /// Where a new store's version starts: the clock in nanoseconds, so a store recreated

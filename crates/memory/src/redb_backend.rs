@@ -380,6 +380,21 @@ impl MemoryBackend for RedbBackend {
         "embedded"
     }
 
+    fn backup_to(&self, dest: &Path) -> MemResult<u64> {
+        use neuralcore_store::copy::RedbCopy;
+        let be = |e: neuralcore_store::copy::CopyError| MemoryError::Backend(e.to_string());
+        let mut copy = RedbCopy::begin(&self.db, dest).map_err(be)?;
+        copy.table(MEMORIES)
+            .and_then(|c| c.table(AUDIT))
+            .and_then(|c| c.table(RELATIONS))
+            .and_then(|c| c.table(EMBEDDINGS))
+            .and_then(|c| c.table(RELATIONS_TO))
+            .and_then(|c| c.table(RELATIONS_KIND))
+            .and_then(|c| c.table(META))
+            .map_err(be)?;
+        copy.finish().map_err(be)
+    }
+
     fn insert(&self, m: &Memory, audit: &[AuditEntry]) -> MemResult<()> {
         self.write(|txn| {
             let exists = txn

@@ -96,6 +96,12 @@ fn node_id(node: &str) -> String {
 }
 
 impl MemoryStore {
+    /// Copy the committed memories, relations and audit into a new file at `dest`
+    /// (see [`MemoryBackend::backup_to`]); how many records it holds.
+    pub fn backup_to(&self, dest: &std::path::Path) -> MemResult<u64> {
+        self.backend.backup_to(dest)
+    }
+
     /// A store over `backend` with trust settings `cfg`.
     pub fn new(backend: Arc<dyn MemoryBackend>, cfg: TrustConfig) -> MemResult<Self> {
         cfg.validate().map_err(MemoryError::Invalid)?;

@@ -167,6 +167,12 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Mind {
+    /// Copy the committed records into a new file at `dest` (the embedded backend;
+    /// another says it has none); how many records.
+    pub fn backup_to(&self, dest: &std::path::Path) -> MindResult<u64> {
+        self.raw.backup_to(dest)
+    }
+
     fn with(raw: Arc<dyn RawMind>, cfg: MindConfig, backend: &'static str) -> Mind {
         Mind {
             raw,

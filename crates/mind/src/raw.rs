@@ -100,6 +100,15 @@ pub(crate) fn decide(current: Option<u64>, base: Option<u64>, expect: Option<u64
 /// What a backend provides. Reads return live records only (`now_ms` decides expiry for
 /// backends without native TTLs). Changes are announced to watchers by the backend.
 pub(crate) trait RawMind: Send + Sync {
+    /// Copy what is committed now into a new file at `dest`; how many records. Only a
+    /// backend with a file of its own can.
+    fn backup_to(&self, dest: &std::path::Path) -> MindResult<u64> {
+        let _ = dest;
+        Err(crate::MindError::Backend(
+            "this Mind backend has no file to back up (Redis is backed up with its own tools)"
+                .into(),
+        ))
+    }
     /// Applies the puts in order, atomically as a group where the backend can.
     fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>>;
     /// The live record of the first layer in `layers` that has one.

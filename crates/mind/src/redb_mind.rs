@@ -261,6 +261,14 @@ impl Drop for RedbMind {
 }
 
 impl RawMind for RedbMind {
+    fn backup_to(&self, dest: &std::path::Path) -> MindResult<u64> {
+        use neuralcore_store::copy::RedbCopy;
+        let be = |e: neuralcore_store::copy::CopyError| MindError::Backend(e.to_string());
+        let mut copy = RedbCopy::begin(&self.db, dest).map_err(be)?;
+        copy.table(TABLE).map_err(be)?;
+        copy.finish().map_err(be)
+    }
+
     fn put(&self, puts: &[Put<'_>]) -> MindResult<Vec<Outcome>> {
         let mut w = self.write.lock().map_err(poisoned)?;
         let (txn, durable) = self.begin_write(

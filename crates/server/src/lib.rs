@@ -242,6 +242,7 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(agents::agents))
         .routes(routes!(agents::tools))
         .routes(routes!(metrics::metrics))
+        .routes(routes!(metrics::backup))
         .routes(routes!(openapi::openapi_json))
         .routes(routes!(openapi::docs_page))
 }

@@ -294,3 +294,37 @@ fn render_cache(c: &neuralcore_cache::CacheStats) -> String {
     }
     out
 }
+
+/// `POST /v1/admin/backup`: a consistent copy of the data dir, taken while the server
+/// runs, written to a folder on the server's machine (an admin key of the default
+/// tenant when the server has keys: a backup holds every tenant's data).
+#[utoipa::path(post, path = "/v1/admin/backup", tag = "admin",
+    request_body = crate::wire::BackupRequest,
+    responses(
+        (status = 200, description = "The backup's manifest", body = neuralcore_app::backup::BackupManifest),
+        (status = 400, description = "A relative destination, or one that is not empty"),
+        (status = 403, description = "Not an admin key of the default tenant"),
+    ))]
+pub async fn backup(
+    AxumState(st): AxumState<Arc<State>>,
+    caller: Caller,
+    crate::wire::ApiJson(req): crate::wire::ApiJson<crate::wire::BackupRequest>,
+) -> Result<axum::Json<neuralcore_app::backup::BackupManifest>, crate::error::ApiError> {
+    caller.require(Scope::Admin)?;
+    if !caller.tenant().is_default() {
+        return Err(crate::error::ApiError::forbidden(
+            "admin of the default tenant",
+        ));
+    }
+    let dest = std::path::PathBuf::from(&req.dest);
+    if !dest.is_absolute() {
+        return Err(crate::error::ApiError::invalid(
+            "dest must be an absolute path on the server's machine",
+        ));
+    }
+    let keys = st.keys.clone();
+    let manifest = st
+        .blocking(move |app| app.backup(&dest, keys.as_deref()))
+        .await?;
+    Ok(axum::Json(manifest))
+}

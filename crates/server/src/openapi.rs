@@ -234,6 +234,7 @@ mod tests {
             "GET /v1/runs/{run_id}",
             "GET /v1/tools",
             "POST /api/chat",
+            "POST /v1/admin/backup",
             "POST /v1/ask",
             "POST /v1/chat/completions",
             "POST /v1/collections",

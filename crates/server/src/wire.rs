@@ -311,3 +311,12 @@ pub struct SseEventDoc {
     /// Reconnection time, if any.
     pub retry: Option<u64>,
 }
+
+/// `POST /v1/admin/backup`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRequest {
+    /// Where to write the backup on the server's machine: an absolute path naming a new
+    /// folder, or an empty one (nothing is ever written over).
+    pub dest: String,
+}

@@ -798,3 +798,68 @@ fn recent_runs_are_listed_newest_first_and_kept_per_tenant() {
     req(a, "GET", "/v1/runs/a.b", Some(acme), None).problem(400, "invalid_input");
     req(a, "GET", "/v1/runs", None, None).problem(401, "unauthorized");
 }
+
+#[test]
+fn a_backup_is_the_default_tenants_admins_to_take_into_a_new_absolute_folder() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| {
+        ks.create_tenant("acme").unwrap();
+        let (k, _) = ks.create_key("acme", Scope::Admin, "").unwrap();
+        made.insert("tenant_admin", k);
+        let (k, _) = ks.create_key("default", Scope::Write, "").unwrap();
+        made.insert("writer", k);
+        let (k, _) = ks.create_key("default", Scope::Admin, "ops").unwrap();
+        made.insert("operator", k);
+    });
+    let a = s.addr;
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("b1");
+    let body = json!({ "dest": dest });
+    // A backup spans tenants: neither a tenant's admin nor a writer may take one.
+    req(
+        a,
+        "POST",
+        "/v1/admin/backup",
+        Some(&made["tenant_admin"]),
+        Some(&body),
+    )
+    .problem(403, "forbidden");
+    req(
+        a,
+        "POST",
+        "/v1/admin/backup",
+        Some(&made["writer"]),
+        Some(&body),
+    )
+    .problem(403, "forbidden");
+    req(a, "POST", "/v1/admin/backup", None, Some(&body)).problem(401, "unauthorized");
+    assert!(!dest.exists());
+    let op = Some(made["operator"].as_str());
+    req(
+        a,
+        "POST",
+        "/v1/admin/backup",
+        op,
+        Some(&json!({"dest": "rel/b"})),
+    )
+    .problem(400, "invalid_input");
+    req(
+        a,
+        "POST",
+        "/v1/admin/backup",
+        op,
+        Some(&json!({"to": "/x"})),
+    )
+    .problem(400, "invalid_input");
+    let r = req(a, "POST", "/v1/admin/backup", op, Some(&body));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let m = r.json();
+    assert_eq!(m["schema"], "neuralcore.backup/v1");
+    assert!(dest.join("store.redb").is_file() && dest.join("backup.json").is_file());
+    assert!(
+        dest.join("auth.redb").is_file(),
+        "the keys, held by the server: {m}"
+    );
+    // Never over an existing backup.
+    req(a, "POST", "/v1/admin/backup", op, Some(&body)).problem(400, "invalid_input");
+}

@@ -154,6 +154,9 @@ fn request_for(
         "MemoryLinkReq" => json!({"kind": "RELATED_TO", "to": acme.memory}),
         "MemorySignalReq" => json!({"signal": "confirmed"}),
         "SearchRequest" => json!({"query": "vault code", "collection": "vault"}),
+        // A backup holds every tenant's data: only the default tenant's admin may.
+        "BackupRequest" => json!({"dest": std::env::temp_dir()
+            .join(format!("nc-isolation-backup-{}", std::process::id()))}),
         _ => return None,
     };
     Some((url, Some(body)))

@@ -7,6 +7,7 @@
 //! same checks against every backend.
 
 pub mod conformance;
+pub mod copy;
 mod logic;
 mod memory;
 mod raw;

@@ -251,6 +251,23 @@ impl RawWrite for WriteTxn<'_> {
 }
 
 impl DocStore for RedbStore {
+    fn backup_to(&self, dest: &Path) -> StoreResult<u64> {
+        let db = self.db()?;
+        let io = |e: crate::copy::CopyError| StoreError::Backend(e.to_string());
+        let mut copy = crate::copy::RedbCopy::begin(&db, dest).map_err(io)?;
+        for def in [
+            COLLECTIONS,
+            SOURCES,
+            DOCUMENTS,
+            CHUNKS,
+            JOURNAL,
+            EMBEDDINGS,
+            EMBEDDING_MODELS,
+        ] {
+            copy.table(def).map_err(io)?;
+        }
+        copy.finish().map_err(io)
+    }
     fn collections(&self) -> StoreResult<Vec<CollectionInfo>> {
         Reader(&self.read()?).collections()
     }

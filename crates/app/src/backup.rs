@@ -1,0 +1,440 @@
+//! Backups of a data dir, taken while it is in use, and their restore.
+//!
+//! A backup is a folder: a consistent copy of each store of the data dir, made from one
+//! read snapshot of it (writers go on meanwhile), the vector indexes' snapshots and the
+//! uploaded sources taken with no collection changing (the lock every change of
+//! documents holds), the config, and `backup.json`, the manifest, written last. It is
+//! built in a temporary folder beside the destination and renamed into place, so a
+//! folder at the destination is always a whole backup.
+//!
+//! Left out, as they are derived or replaceable: the keyword indexes (rebuilt from the
+//! store when the restored data dir is first opened: `restore` does it), the operation
+//! cache, the model files (`neuralcore models pull`) and a running server's record.
+//! Stores kept by a database server (documents are always here; memory on PostgreSQL, a
+//! Mind on Redis) are named in `skipped`: back them up with their own tools.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{App, AppError, KeyStore};
+
+/// The manifest's schema.
+pub const BACKUP_SCHEMA: &str = "neuralcore.backup/v1";
+
+/// The manifest's file name in a backup.
+pub const MANIFEST: &str = "backup.json";
+
+/// What a backup holds (`backup.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct BackupManifest {
+    /// [`BACKUP_SCHEMA`].
+    pub schema: String,
+    /// The data dir format of the copy.
+    pub format: u32,
+    /// The neuralcore version that made it.
+    pub written_by: String,
+    /// When it began, RFC 3339.
+    pub created_at: String,
+    /// Each part copied.
+    pub parts: Vec<BackupPart>,
+    /// Parts not in the backup, and why.
+    pub skipped: Vec<String>,
+    /// Every collection (stored names) with its counts, as the store copy holds them.
+    pub collections: Vec<BackupCollection>,
+}
+
+/// One part of a backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct BackupPart {
+    /// The file or folder, relative to the data dir.
+    pub path: String,
+    /// Records copied (a store), or files (a folder).
+    pub items: u64,
+}
+
+/// A collection's counts in a backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct BackupCollection {
+    /// Stored name (`<tenant>~<name>` for a tenant other than the default).
+    pub name: String,
+    /// Its generation (the vector snapshots of the same generation are current).
+    pub generation: u64,
+    /// Documents.
+    pub documents: u64,
+    /// Chunks.
+    pub chunks: u64,
+}
+
+fn io_at(path: &Path, e: impl std::fmt::Display) -> AppError {
+    AppError::Internal(format!("{}: {e}", path.display()))
+}
+
+/// A destination that does not exist, or an empty folder (then replaced).
+fn check_free(dest: &Path, what: &str) -> Result<(), AppError> {
+    match std::fs::read_dir(dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(AppError::InvalidInput(format!(
+            "{what} {}: {e}",
+            dest.display()
+        ))),
+        Ok(mut entries) => match entries.next() {
+            None => Ok(()),
+            Some(_) => Err(AppError::InvalidInput(format!(
+                "{what} {} is not empty: nothing is ever written over; name a new folder",
+                dest.display()
+            ))),
+        },
+    }
+}
+
+/// A temporary folder beside `dest` (same filesystem, so it can be renamed into place).
+fn staging_beside(dest: &Path, tag: &str) -> Result<PathBuf, AppError> {
+    let name = dest
+        .file_name()
+        .ok_or_else(|| AppError::InvalidInput(format!("{} names no folder", dest.display())))?;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| io_at(&parent, e))?;
+    let tmp = parent.join(format!(
+        ".{}.{tag}-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| io_at(&tmp, e))?;
+    }
+    std::fs::create_dir(&tmp).map_err(|e| io_at(&tmp, e))?;
+    Ok(tmp)
+}
+
+/// Move the finished `tmp` to `dest` (an empty folder there is replaced) and make the
+/// rename durable.
+fn put_in_place(tmp: &Path, dest: &Path) -> Result<(), AppError> {
+    if dest.is_dir() {
+        std::fs::remove_dir(dest).map_err(|e| io_at(dest, e))?;
+    }
+    std::fs::rename(tmp, dest).map_err(|e| io_at(dest, e))?;
+    if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::File::open(parent)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_at(parent, e))?;
+    }
+    Ok(())
+}
+
+/// Copy the files under `from` into `to` (made as needed), each synced; files that
+/// vanish meanwhile (a finished job's upload) are passed over. How many were copied.
+fn copy_tree(from: &Path, to: &Path) -> Result<u64, AppError> {
+    let entries = match std::fs::read_dir(from) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_at(from, e)),
+    };
+    std::fs::create_dir_all(to).map_err(|e| io_at(to, e))?;
+    let mut n = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_at(from, e))?;
+        // A snapshot being written, or a dropped collection's folder not yet deleted.
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".tmp") || name.starts_with(".dropped-") {
+            continue;
+        }
+        let kind = entry.file_type().map_err(|e| io_at(&entry.path(), e))?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            n += copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            match std::fs::copy(entry.path(), &target) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_at(&entry.path(), e)),
+            }
+            std::fs::File::open(&target)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_at(&target, e))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+impl App {
+    /// Back the data dir up into `dest` (a new folder, or an empty one) while it is in
+    /// use: see the module docs. `keys` is the key store a server holds open; without
+    /// one the data dir's own is opened, when it has one.
+    pub fn backup(&self, dest: &Path, keys: Option<&KeyStore>) -> Result<BackupManifest, AppError> {
+        check_free(dest, "the backup destination")?;
+        let dir = self.data_dir().to_path_buf();
+        if dest.starts_with(&dir) {
+            return Err(AppError::InvalidInput(format!(
+                "the backup destination {} is inside the data dir: name a folder elsewhere",
+                dest.display()
+            )));
+        }
+        let tmp = staging_beside(dest, "backup")?;
+        let made = self.backup_into(&tmp, &dir, keys);
+        match made {
+            Ok(manifest) => {
+                put_in_place(&tmp, dest)?;
+                Ok(manifest)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    fn backup_into(
+        &self,
+        tmp: &Path,
+        dir: &Path,
+        keys: Option<&KeyStore>,
+    ) -> Result<BackupManifest, AppError> {
+        let created_at = now_rfc3339();
+        let mut parts = Vec::new();
+        let mut skipped = Vec::new();
+        let engine = self.engine();
+        // Documents, vector snapshots and uploaded sources with no collection changing:
+        // the snapshots then match the store copy's generations.
+        let collections = {
+            let _writing = self.writing();
+            let n = engine
+                .store()
+                .backup_to(&tmp.join("store.redb"))
+                .map_err(neuralcore_engine::EngineError::from)?;
+            parts.push(BackupPart {
+                path: "store.redb".into(),
+                items: n,
+            });
+            engine.save_vectors()?;
+            for sub in ["vectors", "sources"] {
+                let n = copy_tree(&dir.join(sub), &tmp.join(sub))?;
+                if n > 0 {
+                    parts.push(BackupPart {
+                        path: sub.into(),
+                        items: n,
+                    });
+                }
+            }
+            engine
+                .collections()?
+                .into_iter()
+                .map(|c| BackupCollection {
+                    name: c.name,
+                    generation: c.generation,
+                    documents: c.documents,
+                    chunks: c.chunks,
+                })
+                .collect()
+        };
+        let cfg = self.config();
+        // Memories, the Mind, keys and jobs: each store's own snapshot.
+        use neuralcore_engine::MemoryBackendKind;
+        match cfg.memory.backend {
+            MemoryBackendKind::Embedded if dir.join("memory.redb").exists() => {
+                let n = self
+                    .memory_store()?
+                    .backup_to(&tmp.join("memory.redb"))
+                    .map_err(AppError::from)?;
+                parts.push(BackupPart {
+                    path: "memory.redb".into(),
+                    items: n,
+                });
+            }
+            MemoryBackendKind::Embedded => {}
+            MemoryBackendKind::Memory => {
+                skipped.push("memory: kept in memory only ([memory] backend = \"memory\")".into())
+            }
+            MemoryBackendKind::Postgres => skipped.push(
+                "memory: on PostgreSQL ([memory] backend = \"postgres\"): back it up with pg_dump"
+                    .into(),
+            ),
+        }
+        match self.mind().backend() {
+            "redb" => {
+                let n = self
+                    .mind()
+                    .backup_to(&tmp.join("mind.redb"))
+                    .map_err(|e| AppError::Internal(format!("mind.redb: {e}")))?;
+                parts.push(BackupPart {
+                    path: "mind.redb".into(),
+                    items: n,
+                });
+            }
+            other => skipped.push(format!(
+                "the Mind: on {other}, not embedded: a Redis Mind is backed up with Redis's own \
+                 tools, an in-memory one has nothing to keep"
+            )),
+        }
+        let opened;
+        let keys = match keys {
+            Some(k) => Some(k),
+            None if dir.join("auth.redb").exists() => {
+                opened = KeyStore::open(dir)?;
+                Some(&opened)
+            }
+            None => None,
+        };
+        if let Some(k) = keys {
+            let n = k.backup_to(&tmp.join("auth.redb"))?;
+            parts.push(BackupPart {
+                path: "auth.redb".into(),
+                items: n,
+            });
+        }
+        if dir.join("jobs.redb").exists() {
+            let n = self.jobs()?.backup_to(&tmp.join("jobs.redb"))?;
+            parts.push(BackupPart {
+                path: "jobs.redb".into(),
+                items: n,
+            });
+            // The uploads of queued jobs (a job done meanwhile took its own away).
+            let n = copy_tree(&dir.join("uploads"), &tmp.join("uploads"))?;
+            if n > 0 {
+                parts.push(BackupPart {
+                    path: "uploads".into(),
+                    items: n,
+                });
+            }
+        }
+        let config = dir.join("neuralcore.toml");
+        if config.is_file() {
+            std::fs::copy(&config, tmp.join("neuralcore.toml")).map_err(|e| io_at(&config, e))?;
+            parts.push(BackupPart {
+                path: "neuralcore.toml".into(),
+                items: 1,
+            });
+        }
+        skipped.push(
+            "the keyword indexes (rebuilt from the store by `neuralcore restore`), the \
+             operation cache, and the model files (`neuralcore models pull`)"
+                .into(),
+        );
+        let format = neuralcore_engine::DATA_DIR_FORMAT;
+        let stamp =
+            serde_json::json!({ "format": format, "written_by": env!("CARGO_PKG_VERSION") });
+        write_synced(
+            &tmp.join(neuralcore_engine::FORMAT_FILE),
+            &serde_json::to_vec_pretty(&stamp).expect("serializable"),
+        )?;
+        let manifest = BackupManifest {
+            schema: BACKUP_SCHEMA.into(),
+            format,
+            written_by: env!("CARGO_PKG_VERSION").into(),
+            created_at,
+            parts,
+            skipped,
+            collections,
+        };
+        write_synced(
+            &tmp.join(MANIFEST),
+            &serde_json::to_vec_pretty(&manifest).expect("serializable"),
+        )?;
+        std::fs::File::open(tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_at(tmp, e))?;
+        Ok(manifest)
+    }
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), AppError> {
+    std::fs::write(path, bytes)
+        .and_then(|_| std::fs::File::open(path)?.sync_all())
+        .map_err(|e| io_at(path, e))
+}
+
+/// Read a backup's manifest, refusing what is not a whole backup this release reads.
+pub fn read_manifest(backup: &Path) -> Result<BackupManifest, AppError> {
+    let path = backup.join(MANIFEST);
+    let bytes = std::fs::read(&path).map_err(|e| {
+        AppError::InvalidInput(format!(
+            "{} is not a neuralcore backup ({}: {e})",
+            backup.display(),
+            MANIFEST
+        ))
+    })?;
+    let m: BackupManifest = serde_json::from_slice(&bytes)
+        .map_err(|e| AppError::InvalidInput(format!("{} is damaged: {e}", path.display())))?;
+    if m.schema != BACKUP_SCHEMA {
+        return Err(AppError::InvalidInput(format!(
+            "{} has schema {:?}; this release reads {BACKUP_SCHEMA}",
+            path.display(),
+            m.schema
+        )));
+    }
+    if m.format > neuralcore_engine::DATA_DIR_FORMAT {
+        return Err(AppError::InvalidInput(format!(
+            "the backup {} has data dir format {}, written by neuralcore {}; this neuralcore \
+             ({}) reads formats up to {}: restore it with neuralcore {} or newer",
+            backup.display(),
+            m.format,
+            m.written_by,
+            env!("CARGO_PKG_VERSION"),
+            neuralcore_engine::DATA_DIR_FORMAT,
+            m.written_by
+        )));
+    }
+    Ok(m)
+}
+
+/// Copy the backup at `backup` into `data_dir` (a new folder, or an empty one): the
+/// files only; opening the result rebuilds the keyword indexes (see
+/// [`App::verify_restored`]). Nothing is ever written over.
+pub fn restore_files(backup: &Path, data_dir: &Path) -> Result<BackupManifest, AppError> {
+    let manifest = read_manifest(backup)?;
+    check_free(data_dir, "the data dir to restore into")?;
+    let tmp = staging_beside(data_dir, "restore")?;
+    let copied = (|| -> Result<(), AppError> {
+        copy_tree(backup, &tmp)?;
+        std::fs::remove_file(tmp.join(MANIFEST)).map_err(|e| io_at(&tmp, e))?;
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_at(&tmp, e))
+    })();
+    if let Err(e) = copied {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    put_in_place(&tmp, data_dir)?;
+    Ok(manifest)
+}
+
+impl App {
+    /// After a restore: bring every collection's indexes up to its store (the keyword
+    /// indexes are rebuilt; vectors come from the store's cache, never embedded again)
+    /// and check the counts against the manifest's. The collections that differ.
+    pub fn verify_restored(&self, manifest: &BackupManifest) -> Result<Vec<String>, AppError> {
+        let engine = self.engine();
+        let mut wrong = Vec::new();
+        for c in &manifest.collections {
+            let got = engine.collection(&c.name)?;
+            let idx = engine.keyword_index(&c.name)?;
+            let vectors = engine.vector_index(&c.name)?.map(|v| v.stats().live as u64);
+            if (got.documents, got.chunks) != (c.documents, c.chunks)
+                || idx.num_chunks() != c.chunks
+                || vectors.is_some_and(|n| n != c.chunks)
+            {
+                wrong.push(format!(
+                    "{}: the backup lists {} documents and {} chunks; restored {} and {} ({} \
+                     indexed, {} with vectors)",
+                    c.name,
+                    c.documents,
+                    c.chunks,
+                    got.documents,
+                    got.chunks,
+                    idx.num_chunks(),
+                    vectors.map_or("no model".to_string(), |n| n.to_string())
+                ));
+            }
+        }
+        Ok(wrong)
+    }
+}
