@@ -1,17 +1,22 @@
 //! Backups of a data dir, taken while it is in use, and their restore.
 //!
-//! A backup is a folder: a consistent copy of each store of the data dir, made from one
-//! read snapshot of it (writers go on meanwhile), the vector indexes' snapshots and the
-//! uploaded sources taken with no collection changing (the lock every change of
-//! documents holds), the config, and `backup.json`, the manifest, written last. It is
-//! built in a temporary folder beside the destination and renamed into place, so a
-//! folder at the destination is always a whole backup.
+//! A backup is a folder holding a consistent copy of each store of the data dir, each
+//! made from one read snapshot of it (writers go on meanwhile). In order: the uploads of
+//! queued jobs and the jobs (so a job listed as finished has its documents in the store
+//! copy, and one listed as waiting has its files in the copy); then, under the lock every
+//! change of documents holds, the documents, the vector indexes' snapshots (of the store
+//! copy's generations) and the placed sources; then memories, the Mind, keys, the config
+//! and an evaluator trained here; and `backup.json`, the manifest, last. It is built in a
+//! staging folder beside the destination and renamed into place (or, when the
+//! destination is an empty folder already, a mount point say, built in it), so a folder
+//! with a manifest is always a whole backup. Its folders are readable by their owner
+//! only: it holds every tenant's data.
 //!
 //! Left out, as they are derived or replaceable: the keyword indexes (rebuilt from the
 //! store when the restored data dir is first opened: `restore` does it), the operation
-//! cache, the model files (`neuralcore models pull`) and a running server's record.
-//! Stores kept by a database server (documents are always here; memory on PostgreSQL, a
-//! Mind on Redis) are named in `skipped`: back them up with their own tools.
+//! cache, the pulled model files (`neuralcore models pull`) and a running server's
+//! record. Stores kept by a database server (memory on PostgreSQL, a Mind on Redis) are
+//! named in `skipped`: back them up with their own tools.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +29,39 @@ pub const BACKUP_SCHEMA: &str = "neuralcore.backup/v1";
 
 /// The manifest's file name in a backup.
 pub const MANIFEST: &str = "backup.json";
+
+/// The folder of the data dir where a server writes the backups asked of it over HTTP
+/// (`<data dir>/backups/<name>`): never anywhere else on its machine. A backup leaves
+/// it out.
+pub const BACKUPS_DIR: &str = "backups";
+
+/// Whether `name` can name a backup in [`BACKUPS_DIR`]: 1-64 of `A-Za-z0-9_.-`, not
+/// starting with a dot.
+pub fn backup_name_ok(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+/// Check that `dest` can take a backup of `data_dir`: free (missing or empty) and
+/// apart from it. What `neuralcore backup` checks before it asks a server.
+pub fn check_destination(dest: &Path, data_dir: &Path) -> Result<(), AppError> {
+    check_free(dest, "the backup destination")?;
+    check_apart(dest, data_dir, "the backup destination and the data dir")
+}
+
+/// Move a finished backup from `from` to `to` (which must be free): renamed when both
+/// are on one filesystem, else copied (each file synced) and the original deleted.
+pub fn move_backup(from: &Path, to: &Path) -> Result<(), AppError> {
+    check_free(to, "the backup destination")?;
+    if !to.exists() && std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    write_then_place(to, "backup", |tmp| copy_tree(from, tmp).map(|_| ()))?;
+    std::fs::remove_dir_all(from).map_err(|e| io_at(from, e))
+}
 
 /// What a backup holds (`backup.json`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -88,7 +126,57 @@ fn check_free(dest: &Path, what: &str) -> Result<(), AppError> {
     }
 }
 
-/// A temporary folder beside `dest` (same filesystem, so it can be renamed into place).
+/// `p` made absolute with every symbolic link and `..` resolved, as far as it exists
+/// (the rest appended as given): what "inside" is decided on.
+fn resolve(p: &Path) -> Result<PathBuf, AppError> {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(|e| io_at(p, e))?.join(p)
+    };
+    let mut base = abs.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(base) {
+            let mut out = c;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return Ok(out);
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                base = parent;
+            }
+            _ => return Ok(abs),
+        }
+    }
+}
+
+/// Refuse a `dest` inside `dir` or holding it: a copy of a folder into itself.
+fn check_apart(dest: &Path, dir: &Path, what: &str) -> Result<(), AppError> {
+    let (d, r) = (resolve(dest)?, resolve(dir)?);
+    if d.starts_with(&r) || r.starts_with(&d) {
+        return Err(AppError::InvalidInput(format!(
+            "{what} {} and {} are one inside the other: name a folder elsewhere",
+            dest.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A new folder readable by its owner only (it holds every tenant's data).
+fn create_private_dir(p: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(p)
+}
+
+/// A temporary folder of this call's own beside `dest` (same filesystem, so it can be
+/// renamed into place); never one another call made.
 fn staging_beside(dest: &Path, tag: &str) -> Result<PathBuf, AppError> {
     let name = dest
         .file_name()
@@ -98,24 +186,60 @@ fn staging_beside(dest: &Path, tag: &str) -> Result<PathBuf, AppError> {
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&parent).map_err(|e| io_at(&parent, e))?;
-    let tmp = parent.join(format!(
-        ".{}.{tag}-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| io_at(&tmp, e))?;
+    for n in 0u32.. {
+        let tmp = parent.join(format!(
+            ".{}.{tag}-{}-{n}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        match create_private_dir(&tmp) {
+            Ok(()) => return Ok(tmp),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_at(&tmp, e)),
+        }
     }
-    std::fs::create_dir(&tmp).map_err(|e| io_at(&tmp, e))?;
-    Ok(tmp)
+    unreachable!("some staging name is free")
 }
 
-/// Move the finished `tmp` to `dest` (an empty folder there is replaced) and make the
-/// rename durable.
-fn put_in_place(tmp: &Path, dest: &Path) -> Result<(), AppError> {
+/// Where a backup or restore writes: into `dest` itself when it is an empty folder
+/// already (a mount point, say: it cannot be replaced), else into a staging folder
+/// beside it renamed into place at the end. Whatever fails, nothing it wrote is left.
+fn write_then_place<T>(
+    dest: &Path,
+    tag: &str,
+    fill: impl FnOnce(&Path) -> Result<T, AppError>,
+) -> Result<T, AppError> {
     if dest.is_dir() {
-        std::fs::remove_dir(dest).map_err(|e| io_at(dest, e))?;
+        let out = fill(dest);
+        if out.is_err() {
+            clear_dir(dest);
+        }
+        return out;
     }
+    let tmp = staging_beside(dest, tag)?;
+    let out = fill(&tmp).and_then(|v| put_in_place(&tmp, dest).map(|()| v));
+    if out.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    out
+}
+
+/// Delete what is in `dir` (not `dir`).
+fn clear_dir(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+    }
+}
+
+/// Move the finished `tmp` to `dest` (which does not exist) and make the rename durable.
+fn put_in_place(tmp: &Path, dest: &Path) -> Result<(), AppError> {
     std::fs::rename(tmp, dest).map_err(|e| io_at(dest, e))?;
     if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::File::open(parent)
@@ -172,24 +296,28 @@ impl App {
     pub fn backup(&self, dest: &Path, keys: Option<&KeyStore>) -> Result<BackupManifest, AppError> {
         check_free(dest, "the backup destination")?;
         let dir = self.data_dir().to_path_buf();
-        if dest.starts_with(&dir) {
+        check_apart(dest, &dir, "the backup destination and the data dir")?;
+        write_then_place(dest, "backup", |tmp| self.backup_into(tmp, &dir, keys))
+    }
+
+    /// Back the data dir up into `<data dir>/backups/<name>` (see [`BACKUPS_DIR`]): what
+    /// a server does when asked over HTTP.
+    pub fn backup_named(
+        &self,
+        name: &str,
+        keys: Option<&KeyStore>,
+    ) -> Result<BackupManifest, AppError> {
+        if !backup_name_ok(name) {
             return Err(AppError::InvalidInput(format!(
-                "the backup destination {} is inside the data dir: name a folder elsewhere",
-                dest.display()
+                "{name:?} is no backup name: 1-64 of A-Z, a-z, 0-9, _, . and -, not starting with ."
             )));
         }
-        let tmp = staging_beside(dest, "backup")?;
-        let made = self.backup_into(&tmp, &dir, keys);
-        match made {
-            Ok(manifest) => {
-                put_in_place(&tmp, dest)?;
-                Ok(manifest)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
-                Err(e)
-            }
-        }
+        let dir = self.data_dir().to_path_buf();
+        let root = dir.join(BACKUPS_DIR);
+        std::fs::create_dir_all(&root).map_err(|e| io_at(&root, e))?;
+        let dest = root.join(name);
+        check_free(&dest, "the backup")?;
+        write_then_place(&dest, "backup", |tmp| self.backup_into(tmp, &dir, keys))
     }
 
     fn backup_into(
@@ -202,7 +330,25 @@ impl App {
         let mut parts = Vec::new();
         let mut skipped = Vec::new();
         let engine = self.engine();
-        // Documents, vector snapshots and uploaded sources with no collection changing:
+        // Jobs first, the uploads they wait on before them: a job the copy lists as
+        // finished has its documents in the store copy taken after; one it lists as
+        // queued or running has its files in the uploads copied before (a job only
+        // moves on), or in the sources copied after.
+        if dir.join("jobs.redb").exists() {
+            let n = copy_tree(&dir.join("uploads"), &tmp.join("uploads"))?;
+            if n > 0 {
+                parts.push(BackupPart {
+                    path: "uploads".into(),
+                    items: n,
+                });
+            }
+            let n = self.jobs()?.backup_to(&tmp.join("jobs.redb"))?;
+            parts.push(BackupPart {
+                path: "jobs.redb".into(),
+                items: n,
+            });
+        }
+        // Documents, vector snapshots and placed uploads with no collection changing:
         // the snapshots then match the store copy's generations.
         let collections = {
             let _writing = self.writing();
@@ -290,21 +436,6 @@ impl App {
                 items: n,
             });
         }
-        if dir.join("jobs.redb").exists() {
-            let n = self.jobs()?.backup_to(&tmp.join("jobs.redb"))?;
-            parts.push(BackupPart {
-                path: "jobs.redb".into(),
-                items: n,
-            });
-            // The uploads of queued jobs (a job done meanwhile took its own away).
-            let n = copy_tree(&dir.join("uploads"), &tmp.join("uploads"))?;
-            if n > 0 {
-                parts.push(BackupPart {
-                    path: "uploads".into(),
-                    items: n,
-                });
-            }
-        }
         let config = dir.join("neuralcore.toml");
         if config.is_file() {
             std::fs::copy(&config, tmp.join("neuralcore.toml")).map_err(|e| io_at(&config, e))?;
@@ -313,9 +444,31 @@ impl App {
                 items: 1,
             });
         }
+        // The evaluator trained here (`neuralcore train evaluator`) cannot be pulled.
+        if let Some(models) = engine.model_dir() {
+            let trained = models.join(neuralcore_engine::TRAINED_EVALUATOR);
+            if trained.is_dir() {
+                if resolve(&models)? == resolve(&dir.join("models"))? {
+                    let to = tmp
+                        .join("models")
+                        .join(neuralcore_engine::TRAINED_EVALUATOR);
+                    let n = copy_tree(&trained, &to)?;
+                    parts.push(BackupPart {
+                        path: format!("models/{}", neuralcore_engine::TRAINED_EVALUATOR),
+                        items: n,
+                    });
+                } else {
+                    skipped.push(format!(
+                        "the trained evaluator: its model dir is outside the data dir \
+                         (embedding.model_dir); copy {} yourself",
+                        neuralcore_engine::TRAINED_EVALUATOR
+                    ));
+                }
+            }
+        }
         skipped.push(
             "the keyword indexes (rebuilt from the store by `neuralcore restore`), the \
-             operation cache, and the model files (`neuralcore models pull`)"
+             operation cache, and the pulled models (`neuralcore models pull`)"
                 .into(),
         );
         let format = neuralcore_engine::DATA_DIR_FORMAT;
@@ -391,19 +544,18 @@ pub fn read_manifest(backup: &Path) -> Result<BackupManifest, AppError> {
 pub fn restore_files(backup: &Path, data_dir: &Path) -> Result<BackupManifest, AppError> {
     let manifest = read_manifest(backup)?;
     check_free(data_dir, "the data dir to restore into")?;
-    let tmp = staging_beside(data_dir, "restore")?;
-    let copied = (|| -> Result<(), AppError> {
-        copy_tree(backup, &tmp)?;
-        std::fs::remove_file(tmp.join(MANIFEST)).map_err(|e| io_at(&tmp, e))?;
-        std::fs::File::open(&tmp)
+    check_apart(
+        data_dir,
+        backup,
+        "the data dir to restore into and the backup",
+    )?;
+    write_then_place(data_dir, "restore", |tmp| {
+        copy_tree(backup, tmp)?;
+        std::fs::remove_file(tmp.join(MANIFEST)).map_err(|e| io_at(tmp, e))?;
+        std::fs::File::open(tmp)
             .and_then(|f| f.sync_all())
-            .map_err(|e| io_at(&tmp, e))
-    })();
-    if let Err(e) = copied {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
-    }
-    put_in_place(&tmp, data_dir)?;
+            .map_err(|e| io_at(tmp, e))
+    })?;
     Ok(manifest)
 }
 

@@ -899,6 +899,7 @@ impl Jobs {
                 }
                 let requeue = self.shutdown.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
                 settle(&moved, &obs.done, requeue);
+                undo_partial(app, &tenant, &collection, &stored, &moved, &obs.done)?;
                 match result {
                     Ok(summary) if summary.cancelled => {
                         stopped = true;
@@ -1023,6 +1024,49 @@ fn settle(placed: &[Placed], done: &[Done], requeue: bool) {
     }
 }
 
+/// A file that failed after some of its batches had committed left its source partial
+/// (the engine keeps what it stored). An upload that failed changes nothing, so the
+/// collection goes back to what it held: the earlier version, which [`settle`] put back,
+/// is ingested again (it replaces the partial one and embeds nothing it had not), or,
+/// without one, the source is removed.
+fn undo_partial(
+    app: &App,
+    tenant: &Tenant,
+    collection: &str,
+    stored: &str,
+    moved: &[Placed],
+    done: &[Done],
+) -> Result<(), AppError> {
+    for p in moved {
+        if !done.iter().any(|d| d.path == p.path && !d.stored) {
+            continue;
+        }
+        let (Some(dir), Some(name)) = (p.path.parent(), p.path.file_name()) else {
+            continue;
+        };
+        let Ok(dir) = std::fs::canonicalize(dir) else {
+            continue;
+        };
+        let id = dir.join(name).to_string_lossy().into_owned();
+        let partial = app
+            .engine()
+            .store()
+            .source(stored, &id)
+            .map_err(neuralcore_engine::EngineError::from)?
+            .is_some_and(|s| s.partial.is_some());
+        if !partial {
+            continue;
+        }
+        if p.path.exists() {
+            app.ingest(tenant, std::slice::from_ref(&p.path), collection, &mut ())?;
+        } else {
+            let _writing = app.writing();
+            app.engine().remove(stored, &[id])?;
+        }
+    }
+    Ok(())
+}
+
 /// Raw bytes of files one commit of a job takes (a file larger than this is a group of its
 /// own).
 const GROUP_BYTES: u64 = 128 * 1024;
@@ -1065,7 +1109,7 @@ fn in_store(app: &App, stored_collection: &str, path: &Path) -> bool {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    source.raw_sha256 == hex
+    source.raw_sha256 == hex && source.partial.is_none()
 }
 
 /// An error's message without the server's paths.

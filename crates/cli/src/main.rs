@@ -347,14 +347,16 @@ enum Command {
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
     },
-    /// Back the data dir up into DEST (a new or empty folder) while it is in use: the
-    /// documents, vector snapshots, uploaded sources, memories, the Mind, keys, jobs
-    /// and the config, each store copied from one consistent snapshot. When a server
-    /// owns the data dir (or with --server) the server writes it (an admin key of the
-    /// default tenant when it has keys; DEST is a path on its machine). Keyword indexes
-    /// and the cache are left out: `restore` rebuilds the indexes.
+    /// Back the data dir up into DEST (a new or empty folder, outside the data dir)
+    /// while it is in use: the documents, vector snapshots, uploaded sources, memories,
+    /// the Mind, keys, jobs, the config and a trained evaluator, each store copied from
+    /// one consistent snapshot. When a server owns the data dir it takes the backup (an
+    /// admin key of the default tenant when it has keys) and this command moves it to
+    /// DEST; with --server, DEST is a name and the backup stays on the server, in
+    /// <its data dir>/backups/DEST. Keyword indexes and the cache are left out: `restore`
+    /// rebuilds the indexes.
     Backup {
-        /// The folder to write (it must not exist, or be empty).
+        /// The folder to write (it must not exist, or be empty); with --server, a name.
         dest: PathBuf,
     },
     /// Restore a backup made by `backup` into the data dir, which must not exist or be
@@ -1583,13 +1585,51 @@ fn eval_config(g: &Global) -> Result<Config> {
     Ok(c)
 }
 
-/// `neuralcore backup DEST`: by the server that owns the data dir, else in this process.
+/// `neuralcore backup DEST`: by the server that owns the data dir (then moved to DEST),
+/// by the server of --server (DEST is then a name in its backups folder), else in this
+/// process.
 fn backup(g: &Global, remote: Option<&remote::Remote>, dest: &Path) -> Result<ExitCode> {
+    use neuralcore_app::backup::{backup_name_ok, check_destination, move_backup, BACKUPS_DIR};
     let manifest = match remote {
-        Some(r) => remote::backup(r, dest)?,
+        Some(r) => {
+            let name = dest.to_string_lossy();
+            if !backup_name_ok(&name) {
+                anyhow::bail!(
+                    "with --server, name the backup (1-64 of A-Z, a-z, 0-9, _, . and -): the \
+                     server writes it to <its data dir>/{BACKUPS_DIR}/NAME"
+                );
+            }
+            let m = remote::backup(r, &name)?;
+            if !g.quiet && !g.json {
+                println!("backup written by the server to <its data dir>/{BACKUPS_DIR}/{name}");
+            }
+            m
+        }
         None => match neuralcore_app::running_server(&g.data_dir) {
-            Some(srv) => remote::backup(&remote::Remote::new(&srv.url, g.api_key.clone())?, dest)?,
+            Some(srv) => {
+                // The server writes into its data dir; this machine's CLI moves it.
+                check_destination(dest, &g.data_dir)?;
+                let name = format!(
+                    "cli-{}-{}",
+                    std::process::id(),
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_millis()
+                );
+                let m = remote::backup(&remote::Remote::new(&srv.url, g.api_key.clone())?, &name)?;
+                move_backup(&g.data_dir.join(BACKUPS_DIR).join(&name), dest)?;
+                m
+            }
             None => {
+                // A mistyped data dir would be created empty, and backed up "fine".
+                if !g.data_dir.join("store.redb").is_file() {
+                    anyhow::bail!(
+                        "{} is no neuralcore data dir (it has no store.redb): name it with \
+                         --data-dir or NEURALCORE_HOME",
+                        g.data_dir.display()
+                    );
+                }
                 let app = neuralcore_app::App::open(
                     &g.data_dir,
                     load_config(g)?,

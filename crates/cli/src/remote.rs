@@ -162,18 +162,9 @@ fn compact(v: &Value) -> Value {
     }
 }
 
-/// `backup` by the server: DEST made absolute here (it is a path on the server's
-/// machine, which for a server of this data dir is this one).
-pub fn backup(
-    r: &Remote,
-    dest: &std::path::Path,
-) -> Result<neuralcore_app::backup::BackupManifest> {
-    let dest = if dest.is_absolute() {
-        dest.to_path_buf()
-    } else {
-        std::env::current_dir()?.join(dest)
-    };
-    let body = serde_json::json!({ "dest": dest.to_string_lossy() });
+/// `backup` by the server: written to `<its data dir>/backups/<name>`.
+pub fn backup(r: &Remote, name: &str) -> Result<neuralcore_app::backup::BackupManifest> {
+    let body = serde_json::json!({ "name": name });
     r.call("POST", "/v1/admin/backup", Some(&body))
 }
 

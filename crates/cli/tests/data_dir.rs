@@ -245,30 +245,36 @@ fn a_backup_taken_while_the_server_ingests_restores_to_a_consistent_data_dir() {
         backups.push((dest, manifest));
         std::thread::sleep(std::time::Duration::from_millis(700));
     }
-    // A key of another scope, and an occupied destination, are refused.
-    let out = bin()
-        .args(["--server", &url, "--api-key", &read_key, "backup"])
-        .arg(tmp.path().join("by_reader"))
-        .output()
-        .unwrap();
+    // By --server, the backup is named and stays in the server's backups folder; a key
+    // of another scope, and a name taken, are refused.
+    let by_name = |k: &str, name: &str| {
+        bin()
+            .args(["--server", &url, "--api-key", k, "backup", name])
+            .output()
+            .unwrap()
+    };
+    let out = by_name(&read_key, "by-reader");
     assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("HTTP 403"), "{err}");
+    assert!(!data.join("backups/by-reader").exists());
+    let out = by_name(&key, "weekly");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("HTTP 403"),
+        out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(!tmp.path().join("by_reader").exists());
-    let out = bin()
-        .args(["--server", &url, "--api-key", &key, "backup"])
-        .arg(&backups[0].0)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not empty"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(data.join("backups/weekly/backup.json").is_file());
+    let out = by_name(&key, "weekly");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success() && err.contains("HTTP 409"), "{err}");
+    // The CLI's own backups were moved out of the server's folder to where it was told.
+    let left: Vec<_> = std::fs::read_dir(data.join("backups"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["weekly".to_string()]);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let uploads = writer.join().unwrap();
     assert!(
@@ -317,4 +323,63 @@ fn a_backup_taken_while_the_server_ingests_restores_to_a_consistent_data_dir() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+}
+
+#[test]
+fn a_backup_goes_nowhere_inside_the_data_dir_and_fills_an_empty_folder_it_is_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let note = tmp.path().join("kestrel.md");
+    std::fs::write(&note, "# Kestrel\n\nKestrels hover over fields.").unwrap();
+    run_ok(&data, &["ingest", note.to_str().unwrap()]);
+    let fails = |args: &[&str]| -> String {
+        let out = bin().current_dir(tmp.path()).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    // Inside the data dir, named relatively or through a symbolic link: refused.
+    let err = fails(&["--data-dir", "data", "backup", "data/vectors/b"]);
+    assert!(err.contains("one inside the other"), "{err}");
+    std::os::unix::fs::symlink(&data, tmp.path().join("link")).unwrap();
+    let err = fails(&["--data-dir", "data", "backup", "link/b"]);
+    assert!(err.contains("one inside the other"), "{err}");
+    assert!(!data.join("b").exists() && !data.join("vectors/b").exists());
+    // A mistyped data dir is not created and backed up empty.
+    let err = fails(&["--data-dir", "nope", "backup", "x"]);
+    assert!(err.contains("no neuralcore data dir"), "{err}");
+    assert!(!tmp.path().join("nope").exists());
+
+    // An empty folder given (a mount point, say) is filled, not replaced.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    run_ok(&data, &["backup", empty.to_str().unwrap()]);
+    assert!(empty.join("backup.json").is_file() && empty.join("store.redb").is_file());
+    use std::os::unix::fs::PermissionsExt;
+    let staged: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(staged.is_empty(), "no staging folder left");
+    run_ok(&data, &["backup", tmp.path().join("b2").to_str().unwrap()]);
+    let mode = std::fs::metadata(tmp.path().join("b2"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "owner-only: {mode:o}");
+
+    // Restoring into the backup itself is refused; into an empty folder works.
+    let inner = empty.join("restored");
+    let err = fails(&[
+        "--data-dir",
+        inner.to_str().unwrap(),
+        "restore",
+        empty.to_str().unwrap(),
+    ]);
+    assert!(err.contains("one inside the other"), "{err}");
+    let target = tmp.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    run_ok(&target, &["restore", empty.to_str().unwrap()]);
+    let out = run_ok(&target, &["search", "kestrels"]);
+    assert!(out.contains("Kestrel"), "{out}");
 }

@@ -657,8 +657,6 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         let mut direct = false;
         let mut keys: Vec<DocKey> = Vec::new();
         let mut places: HashSet<(DocKey, Option<String>)> = HashSet::new();
-        // The last checkpoint written, if any.
-        let mut checkpointed: Option<SourceRecord> = None;
         let mut new_chunks = 0usize;
         let mut fatal: Option<EngineError> = None;
         let partial = |keys: &[DocKey]| SourceRecord {
@@ -681,7 +679,6 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                         let cp = partial(&keys);
                         self.checkpoint(&cp, &mut *obs)?;
                         obs.checkpoint(path, keys.len());
-                        checkpointed = Some(cp);
                     }
                     Ok(n)
                 })()
@@ -706,7 +703,6 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                     let cp = partial(&keys);
                     self.checkpoint(&cp, &mut *obs)?;
                     obs.checkpoint(path, keys.len());
-                    checkpointed = Some(cp);
                     Ok(n)
                 })()
             };
@@ -734,23 +730,22 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                         reason: e.to_string(),
                     });
                 }
-                // What came after the last checkpoint goes; what it committed stays,
-                // searchable, with the source marked partial and the error kept.
-                self.rollback();
+                // Every document written before the error is whole: they commit, with
+                // the source marked partial and the error kept.
                 let mut reason = e.to_string();
-                if let Some(mut cp) = checkpointed {
-                    let stored = cp.docs.len();
-                    if let Some(p) = cp.partial.as_mut() {
-                        p.error = Some(reason.clone());
-                    }
-                    self.ensure_batch()?;
-                    self.batch().put_source(&cp)?;
-                    self.commit(obs)?;
-                    reason.push_str(&format!(
-                        " (the {stored} documents before it are stored and the source is \
-                         listed as partial: fix the file and ingest it again, or remove it)"
-                    ));
+                let mut cp = partial(&keys);
+                if let Some(p) = cp.partial.as_mut() {
+                    p.error = Some(reason.clone());
                 }
+                self.ensure_batch()?;
+                self.batch().put_source(&cp)?;
+                self.streaming = false;
+                self.commit(obs)?;
+                reason.push_str(&format!(
+                    " (the {} documents before it are stored and the source is listed as \
+                     partial: fix the file and ingest it again, or remove it)",
+                    cp.docs.len()
+                ));
                 return Ok(FileOutcome::Failed { reason });
             }
         };

@@ -471,8 +471,9 @@ fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_e
         .unwrap();
     let partial = bad.partial.clone().expect("listed as partial");
     assert!(partial.error.unwrap().contains("line 301"));
+    // Every row before the bad line is whole: all of them are kept.
     let stored = bad.docs.len();
-    assert!((50..300).contains(&stored), "{stored} rows committed");
+    assert_eq!(stored, 300);
     assert!(!e
         .search("default", "dugongs", 5, None)
         .unwrap()
@@ -481,11 +482,11 @@ fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_e
     // The same bad bytes again: the stored rows are found, the error comes again.
     let s = ingest(&e, &[&bad_big], "default");
     assert_eq!((s.failed, s.chunks), (1, 0), "{s:#?}");
-    // Fixed: the source completes; nothing of it is left partial or twice.
-    std::fs::write(&bad_big, rows(300)).unwrap();
+    // Fixed (and longer): the source completes; nothing of it is left partial or twice.
+    std::fs::write(&bad_big, rows(400)).unwrap();
     let s = ingest(&e, &[&bad_big], "default");
-    assert_eq!((s.ingested, s.documents), (1, 300), "{s:#?}");
-    assert_eq!(s.chunks, 300 - stored, "only the rows not stored before");
+    assert_eq!((s.ingested, s.documents), (1, 400), "{s:#?}");
+    assert_eq!(s.chunks, 400 - stored, "only the rows not stored before");
     let bad = e
         .sources("default")
         .unwrap()
@@ -493,7 +494,7 @@ fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_e
         .find(|s| s.source_id.ends_with("c_bad.jsonl"))
         .unwrap();
     assert!(bad.partial.is_none());
-    assert_eq!(bad.docs.len(), 300);
+    assert_eq!(bad.docs.len(), 400);
     for k in &bad.docs {
         let d = e.store().document("default", *k).unwrap().unwrap();
         assert_eq!(d.provenance.len(), 1, "{:?}", d.provenance);
@@ -511,4 +512,123 @@ fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_e
         info.chunks,
         e.keyword_index("default").unwrap().num_chunks()
     );
+}
+
+/// Panics at its `at`-th document: a crash mid-file, as far as the store can tell.
+struct CrashAt(usize, usize);
+
+impl neuralcore_engine::IngestObserver for CrashAt {
+    fn document(&mut self) {
+        self.1 += 1;
+        if self.1 == self.0 {
+            panic!("simulated crash at document {}", self.0);
+        }
+    }
+}
+
+fn crash_at(e: &Engine, file: &Path, at: usize) {
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        e.ingest(&[file.to_path_buf()], "default", &mut CrashAt(at, 0))
+    }));
+    assert!(died.is_err(), "crashed");
+}
+
+/// Every document with its provenance (source file name, locator), and the sources.
+fn state(e: &Engine) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in e.store().document_keys("default").unwrap() {
+        let d = e.store().document("default", k).unwrap().unwrap();
+        let prov: Vec<String> = d
+            .provenance
+            .iter()
+            .map(|p| {
+                let file = Path::new(&p.source_id)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy();
+                format!("{file}@{:?}", p.locator)
+            })
+            .collect();
+        out.push(format!("{} {prov:?}", d.title));
+    }
+    for s in e.sources("default").unwrap() {
+        out.push(format!(
+            "source {} docs={} partial={}",
+            Path::new(&s.source_id)
+                .file_name()
+                .unwrap()
+                .to_string_lossy(),
+            s.docs.len(),
+            s.partial.is_some()
+        ));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_complete_version_stays_whole_while_its_replacement_is_partial_and_is_settled_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.ingest.commit_chunks = 20;
+    let row = |i: usize| {
+        format!("{{\"_id\":\"{i}\",\"title\":\"r{i}\",\"text\":\"Row {i} notes a kingfisher.\"}}\n")
+    };
+    let rows = |r: std::ops::Range<usize>| -> String { r.map(row).collect() };
+    let big = write(tmp.path(), "big.jsonl", rows(0..100));
+    // Row 5's text is held by another source too.
+    let other = write(tmp.path(), "other.jsonl", row(5));
+    let e = Engine::open(&tmp.path().join("data"), cfg.clone()).unwrap();
+    ingest(&e, &[&big, &other], "default");
+    assert_eq!(e.collection("default").unwrap().documents, 100);
+
+    // Version 2 keeps rows 50..100 and adds 100..150; it crashes after some batches.
+    std::fs::write(&big, rows(50..150)).unwrap();
+    crash_at(&e, &big, 70);
+    drop(e);
+    let e = Engine::open(&tmp.path().join("data"), cfg.clone()).unwrap();
+    let src = e
+        .sources("default")
+        .unwrap()
+        .into_iter()
+        .find(|s| s.source_id.ends_with("big.jsonl"))
+        .unwrap();
+    assert!(src.partial.is_some());
+    // The old version is whole meanwhile: rows 0..50 are still there, with their place.
+    let d0 = top_titles(&e, "default", "Row 0 kingfisher");
+    assert!(d0.contains(&"r0".to_string()), "{d0:?}");
+
+    // Resumed: exactly what an uninterrupted replacement leaves.
+    ingest(&e, &[&big], "default");
+    let whole = Engine::open(&tmp.path().join("whole"), cfg.clone()).unwrap();
+    std::fs::write(&big, rows(0..100)).unwrap();
+    ingest(&whole, &[&big, &other], "default");
+    std::fs::write(&big, rows(50..150)).unwrap();
+    ingest(&whole, &[&big], "default");
+    assert_eq!(state(&e), state(&whole));
+    let after = state(&e);
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("r5 ") && l.contains("other.jsonl")),
+        "row 5 kept by the other source: {after:?}"
+    );
+    assert!(!after.iter().any(|l| l.starts_with("r0 ")), "{after:?}");
+    assert!(after.contains(&"source big.jsonl docs=100 partial=false".to_string()));
+
+    // Version 3 crashes too, and the partial source is removed: every document only it
+    // (or the version it replaced) held goes; row 5 stays with the other source.
+    std::fs::write(&big, rows(120..220)).unwrap();
+    crash_at(&e, &big, 60);
+    drop(e);
+    let e = Engine::open(&tmp.path().join("data"), cfg).unwrap();
+    e.remove("default", &[big.display().to_string()]).unwrap();
+    let left = state(&e);
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left[0].starts_with("r5 ") && left[0].contains("other.jsonl") && !left[0].contains("big"),
+        "{left:?}"
+    );
+    assert_eq!(left[1], "source other.jsonl docs=1 partial=false");
+    assert_eq!(e.keyword_index("default").unwrap().num_chunks(), 1);
 }

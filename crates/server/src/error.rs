@@ -110,6 +110,7 @@ impl ApiError {
             "unsupported_media_type" => "Unsupported media type",
             "method_not_allowed" => "Method not allowed",
             "timeout" => "Timed out",
+            "conflict" => "Conflict",
             _ => "Internal error",
         }
     }

@@ -296,14 +296,14 @@ fn render_cache(c: &neuralcore_cache::CacheStats) -> String {
 }
 
 /// `POST /v1/admin/backup`: a consistent copy of the data dir, taken while the server
-/// runs, written to a folder on the server's machine (an admin key of the default
-/// tenant when the server has keys: a backup holds every tenant's data).
+/// runs, written to `<data dir>/backups/<name>` on the server's machine (an admin key
+/// of the default tenant when the server has keys: a backup holds every tenant's data).
 #[utoipa::path(post, path = "/v1/admin/backup", tag = "admin",
     request_body = crate::wire::BackupRequest,
     responses(
         (status = 200, description = "The backup's manifest", body = neuralcore_app::backup::BackupManifest),
-        (status = 400, description = "A relative destination, or one that is not empty"),
         (status = 403, description = "Not an admin key of the default tenant"),
+        (status = 409, description = "A backup of that name exists"),
     ))]
 pub async fn backup(
     AxumState(st): AxumState<Arc<State>>,
@@ -316,15 +316,28 @@ pub async fn backup(
             "admin of the default tenant",
         ));
     }
-    let dest = std::path::PathBuf::from(&req.dest);
-    if !dest.is_absolute() {
+    if !neuralcore_app::backup::backup_name_ok(&req.name) {
         return Err(crate::error::ApiError::invalid(
-            "dest must be an absolute path on the server's machine",
+            "name: 1-64 of A-Z, a-z, 0-9, _, . and -, not starting with .",
+        ));
+    }
+    let taken = st
+        .app
+        .data_dir()
+        .join(neuralcore_app::backup::BACKUPS_DIR)
+        .join(&req.name)
+        .exists();
+    if taken {
+        return Err(crate::error::ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            "conflict",
+            format!("a backup named {:?} exists", req.name),
         ));
     }
     let keys = st.keys.clone();
+    let name = req.name;
     let manifest = st
-        .blocking(move |app| app.backup(&dest, keys.as_deref()))
+        .blocking(move |app| app.backup_named(&name, keys.as_deref()))
         .await?;
     Ok(axum::Json(manifest))
 }

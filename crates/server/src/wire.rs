@@ -316,7 +316,12 @@ pub struct SseEventDoc {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackupRequest {
-    /// Where to write the backup on the server's machine: an absolute path naming a new
-    /// folder, or an empty one (nothing is ever written over).
-    pub dest: String,
+    /// The backup's name: it is written to `<data dir>/backups/<name>` on the server's
+    /// machine (never elsewhere), which must not exist yet.
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_-][A-Za-z0-9_.-]*$"
+    )]
+    pub name: String,
 }

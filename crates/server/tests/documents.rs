@@ -476,6 +476,65 @@ fn a_failed_reupload_keeps_the_earlier_version() {
     assert!(!on_disk.exists());
 }
 
+#[test]
+fn a_reupload_that_fails_after_some_of_its_batches_leaves_the_earlier_version_whole() {
+    // Batches of 20 chunks: a file of 100 rows commits in several before it fails.
+    let s = server_configured(loopback(), |c| c.ingest.commit_chunks = 20, |_| {});
+    let a = s.addr;
+    let path = "/v1/collections/birds/documents";
+    let rows = |from: usize, to: usize, bird: &str| -> Vec<u8> {
+        (from..to)
+            .map(|i| format!("{{\"_id\":\"{i}\",\"text\":\"Sighting {i}: a {bird}.\"}}\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let count = |q: &str| -> usize {
+        req(
+            a,
+            "POST",
+            "/v1/search",
+            None,
+            Some(&json!({"query": q, "collection": "birds", "k": 100, "mode": "keyword"})),
+        )
+        .json()["hits"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let sources = || -> Value {
+        req(a, "GET", "/v1/collections/birds/sources", None, None).json()["sources"].clone()
+    };
+    let good = rows(0, 100, "heron");
+    let r = multipart(a, path, None, &[("log.jsonl", &good)]);
+    assert_eq!(
+        wait_job(a, None, r.json()["id"].as_str().unwrap())["state"],
+        "indexed"
+    );
+    assert_eq!(count("heron"), 100);
+
+    // Version 2: 100 rows of egrets, then a broken line.
+    let mut bad = rows(0, 100, "egret");
+    bad.extend_from_slice(b"{broken\n");
+    let r = multipart(a, path, None, &[("log.jsonl", &bad)]);
+    let done = wait_job(a, None, r.json()["id"].as_str().unwrap());
+    assert_eq!(done["counts"]["failed"], 1, "{done}");
+    // The upload failed: the collection is as it was, nothing partial, no egret.
+    assert_eq!(count("egret"), 0);
+    assert_eq!(count("heron"), 100);
+    let list = sources();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["partial"], false, "{list}");
+    let on_disk = s._tmp.path().join("data/sources/birds/log.jsonl");
+    assert_eq!(std::fs::read(&on_disk).unwrap(), good);
+
+    // A first upload that fails the same way leaves nothing of it.
+    let r = multipart(a, path, None, &[("other.jsonl", &bad)]);
+    let done = wait_job(a, None, r.json()["id"].as_str().unwrap());
+    assert_eq!(done["counts"]["failed"], 1, "{done}");
+    assert_eq!(count("egret"), 0);
+    assert_eq!(sources().as_array().unwrap().len(), 1);
+}
+
 /// An ask as an event stream, read to its end: the raw text of every event.
 fn ask_stream(addr: SocketAddr, key: &str, question: &str, collection: &str) -> String {
     let body = json!({"question": question, "collection": collection}).to_string();

@@ -800,7 +800,7 @@ fn recent_runs_are_listed_newest_first_and_kept_per_tenant() {
 }
 
 #[test]
-fn a_backup_is_the_default_tenants_admins_to_take_into_a_new_absolute_folder() {
+fn a_backup_is_the_default_tenants_admins_to_take_and_goes_only_into_its_backups_folder() {
     let mut made = HashMap::new();
     let s = server(loopback(), |ks| {
         ks.create_tenant("acme").unwrap();
@@ -812,9 +812,8 @@ fn a_backup_is_the_default_tenants_admins_to_take_into_a_new_absolute_folder() {
         made.insert("operator", k);
     });
     let a = s.addr;
-    let out = tempfile::tempdir().unwrap();
-    let dest = out.path().join("b1");
-    let body = json!({ "dest": dest });
+    let backups = s._tmp.path().join("data/backups");
+    let body = json!({ "name": "nightly-1" });
     // A backup spans tenants: neither a tenant's admin nor a writer may take one.
     req(
         a,
@@ -833,33 +832,46 @@ fn a_backup_is_the_default_tenants_admins_to_take_into_a_new_absolute_folder() {
     )
     .problem(403, "forbidden");
     req(a, "POST", "/v1/admin/backup", None, Some(&body)).problem(401, "unauthorized");
-    assert!(!dest.exists());
+    assert!(!backups.join("nightly-1").exists());
     let op = Some(made["operator"].as_str());
+    // Only a name: never a path elsewhere on the server's machine.
+    for bad in ["/tmp/x", "../x", "a/b", ".hidden", ""] {
+        req(
+            a,
+            "POST",
+            "/v1/admin/backup",
+            op,
+            Some(&json!({ "name": bad })),
+        )
+        .problem(400, "invalid_input");
+    }
     req(
         a,
         "POST",
         "/v1/admin/backup",
         op,
-        Some(&json!({"dest": "rel/b"})),
-    )
-    .problem(400, "invalid_input");
-    req(
-        a,
-        "POST",
-        "/v1/admin/backup",
-        op,
-        Some(&json!({"to": "/x"})),
+        Some(&json!({"dest": "/x"})),
     )
     .problem(400, "invalid_input");
     let r = req(a, "POST", "/v1/admin/backup", op, Some(&body));
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let m = r.json();
     assert_eq!(m["schema"], "neuralcore.backup/v1");
+    let dest = backups.join("nightly-1");
     assert!(dest.join("store.redb").is_file() && dest.join("backup.json").is_file());
     assert!(
         dest.join("auth.redb").is_file(),
         "the keys, held by the server: {m}"
     );
-    // Never over an existing backup.
-    req(a, "POST", "/v1/admin/backup", op, Some(&body)).problem(400, "invalid_input");
+    // Never over an existing backup; and a backup leaves the backups folder out.
+    req(a, "POST", "/v1/admin/backup", op, Some(&body)).problem(409, "conflict");
+    let r = req(
+        a,
+        "POST",
+        "/v1/admin/backup",
+        op,
+        Some(&json!({"name": "nightly-2"})),
+    );
+    assert_eq!(r.status, 200);
+    assert!(!backups.join("nightly-2/backups").exists());
 }

@@ -155,8 +155,7 @@ fn request_for(
         "MemorySignalReq" => json!({"signal": "confirmed"}),
         "SearchRequest" => json!({"query": "vault code", "collection": "vault"}),
         // A backup holds every tenant's data: only the default tenant's admin may.
-        "BackupRequest" => json!({"dest": std::env::temp_dir()
-            .join(format!("nc-isolation-backup-{}", std::process::id()))}),
+        "BackupRequest" => json!({"name": "probe"}),
         _ => return None,
     };
     Some((url, Some(body)))
