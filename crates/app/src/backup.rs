@@ -56,11 +56,23 @@ pub fn check_destination(dest: &Path, data_dir: &Path) -> Result<(), AppError> {
 /// are on one filesystem, else copied (each file synced) and the original deleted.
 pub fn move_backup(from: &Path, to: &Path) -> Result<(), AppError> {
     check_free(to, "the backup destination")?;
+    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io_at(parent, e))?;
+    }
     if !to.exists() && std::fs::rename(from, to).is_ok() {
         return Ok(());
     }
-    write_then_place(to, "backup", |tmp| copy_tree(from, tmp).map(|_| ()))?;
-    std::fs::remove_dir_all(from).map_err(|e| io_at(from, e))
+    // Copied with the manifest last: a folder with one is whole.
+    write_then_place(to, "backup", |tmp| {
+        copy_tree_except(from, tmp, &[MANIFEST])?;
+        let manifest = std::fs::read(from.join(MANIFEST)).map_err(|e| io_at(from, e))?;
+        write_synced(&tmp.join(MANIFEST), &manifest)
+    })?;
+    // The copy is whole: the original goes (if that fails, DEST is still right).
+    if let Err(e) = std::fs::remove_dir_all(from) {
+        tracing::warn!("cannot delete {} after moving it: {e}", from.display());
+    }
+    Ok(())
 }
 
 /// What a backup holds (`backup.json`).
@@ -129,29 +141,31 @@ fn check_free(dest: &Path, what: &str) -> Result<(), AppError> {
 /// `p` made absolute with every symbolic link and `..` resolved, as far as it exists
 /// (the rest appended as given): what "inside" is decided on.
 fn resolve(p: &Path) -> Result<PathBuf, AppError> {
+    use std::path::Component;
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
         std::env::current_dir().map_err(|e| io_at(p, e))?.join(p)
     };
-    let mut base = abs.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(base) {
-            let mut out = c;
-            for part in rest.iter().rev() {
-                out.push(part);
+    let parts: Vec<Component> = abs.components().collect();
+    // The longest prefix that exists, resolved; the rest has no links to follow, so its
+    // `.` and `..` are taken as written (what creating it would do).
+    for cut in (1..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..cut].iter().collect();
+        if let Ok(mut out) = std::fs::canonicalize(&prefix) {
+            for c in &parts[cut..] {
+                match c {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    other => out.push(other),
+                }
             }
             return Ok(out);
         }
-        match (base.parent(), base.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                base = parent;
-            }
-            _ => return Ok(abs),
-        }
     }
+    Ok(abs)
 }
 
 /// Refuse a `dest` inside `dir` or holding it: a copy of a folder into itself.
@@ -210,9 +224,29 @@ fn write_then_place<T>(
     fill: impl FnOnce(&Path) -> Result<T, AppError>,
 ) -> Result<T, AppError> {
     if dest.is_dir() {
+        // Claimed first: a second run on the same folder stops here and clears nothing.
+        let claim = dest.join(CLAIM);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&claim)
+            .map_err(|e| {
+                AppError::InvalidInput(format!(
+                    "{} is taken by another backup or restore ({e})",
+                    dest.display()
+                ))
+            })?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| io_at(dest, e))?;
+        }
         let out = fill(dest);
         if out.is_err() {
             clear_dir(dest);
+        } else {
+            std::fs::remove_file(&claim).map_err(|e| io_at(&claim, e))?;
         }
         return out;
     }
@@ -223,6 +257,9 @@ fn write_then_place<T>(
     }
     out
 }
+
+/// The file that marks a folder a backup or restore is filling (see [`write_then_place`]).
+const CLAIM: &str = ".neuralcore-filling";
 
 /// Delete what is in `dir` (not `dir`).
 fn clear_dir(dir: &Path) {
@@ -252,6 +289,11 @@ fn put_in_place(tmp: &Path, dest: &Path) -> Result<(), AppError> {
 /// Copy the files under `from` into `to` (made as needed), each synced; files that
 /// vanish meanwhile (a finished job's upload) are passed over. How many were copied.
 fn copy_tree(from: &Path, to: &Path) -> Result<u64, AppError> {
+    copy_tree_except(from, to, &[])
+}
+
+/// [`copy_tree`] without the entries of `from` named in `skip` (its top level only).
+fn copy_tree_except(from: &Path, to: &Path, skip: &[&str]) -> Result<u64, AppError> {
     let entries = match std::fs::read_dir(from) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -263,7 +305,11 @@ fn copy_tree(from: &Path, to: &Path) -> Result<u64, AppError> {
         let entry = entry.map_err(|e| io_at(from, e))?;
         // A snapshot being written, or a dropped collection's folder not yet deleted.
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".tmp") || name.starts_with(".dropped-") {
+        if name.ends_with(".tmp")
+            || name.starts_with(".dropped-")
+            || name == CLAIM
+            || skip.contains(&name.as_str())
+        {
             continue;
         }
         let kind = entry.file_type().map_err(|e| io_at(&entry.path(), e))?;
@@ -316,8 +362,18 @@ impl App {
         let root = dir.join(BACKUPS_DIR);
         std::fs::create_dir_all(&root).map_err(|e| io_at(&root, e))?;
         let dest = root.join(name);
-        check_free(&dest, "the backup")?;
-        write_then_place(&dest, "backup", |tmp| self.backup_into(tmp, &dir, keys))
+        // Reserved at once: a second request for the name is refused, not run.
+        create_private_dir(&dest).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                AppError::InvalidInput(format!("a backup named {name:?} exists"))
+            }
+            _ => io_at(&dest, e),
+        })?;
+        let out = write_then_place(&dest, "backup", |tmp| self.backup_into(tmp, &dir, keys));
+        if out.is_err() {
+            let _ = std::fs::remove_dir(&dest);
+        }
+        out
     }
 
     fn backup_into(
@@ -330,11 +386,16 @@ impl App {
         let mut parts = Vec::new();
         let mut skipped = Vec::new();
         let engine = self.engine();
-        // Jobs first, the uploads they wait on before them: a job the copy lists as
-        // finished has its documents in the store copy taken after; one it lists as
-        // queued or running has its files in the uploads copied before (a job only
-        // moves on), or in the sources copied after.
+        // Jobs first, then the uploads they wait on: a job's files are written and
+        // synced before its record, so every job the copy lists has its files in the
+        // uploads copied next, or (moved on meanwhile) in the sources copied after, and
+        // one it lists as finished has its documents in the store copied after.
         if dir.join("jobs.redb").exists() {
+            let n = self.jobs()?.backup_to(&tmp.join("jobs.redb"))?;
+            parts.push(BackupPart {
+                path: "jobs.redb".into(),
+                items: n,
+            });
             let n = copy_tree(&dir.join("uploads"), &tmp.join("uploads"))?;
             if n > 0 {
                 parts.push(BackupPart {
@@ -342,11 +403,6 @@ impl App {
                     items: n,
                 });
             }
-            let n = self.jobs()?.backup_to(&tmp.join("jobs.redb"))?;
-            parts.push(BackupPart {
-                path: "jobs.redb".into(),
-                items: n,
-            });
         }
         // Documents, vector snapshots and placed uploads with no collection changing:
         // the snapshots then match the store copy's generations.

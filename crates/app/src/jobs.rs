@@ -899,7 +899,10 @@ impl Jobs {
                 }
                 let requeue = self.shutdown.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
                 settle(&moved, &obs.done, requeue);
-                undo_partial(app, &tenant, &collection, &stored, &moved, &obs.done)?;
+                if let Err(e) = undo_partial(app, &tenant, &collection, &stored, &moved, &obs.done)
+                {
+                    tracing::warn!("job {}: undoing a partial source failed: {e}", obs.job.id);
+                }
                 match result {
                     Ok(summary) if summary.cancelled => {
                         stopped = true;
@@ -1057,11 +1060,17 @@ fn undo_partial(
         if !partial {
             continue;
         }
-        if p.path.exists() {
+        if p.previous.is_some() && p.path.exists() {
+            // `settle` put the earlier version back: it replaces the partial one.
             app.ingest(tenant, std::slice::from_ref(&p.path), collection, &mut ())?;
         } else {
-            let _writing = app.writing();
-            app.engine().remove(stored, &[id])?;
+            // No earlier version (or a resumed job's, already gone): the source goes, and
+            // the failing file with it.
+            {
+                let _writing = app.writing();
+                app.engine().remove(stored, &[id])?;
+            }
+            let _ = std::fs::remove_file(&p.path);
         }
     }
     Ok(())

@@ -1602,6 +1602,7 @@ fn backup(g: &Global, remote: Option<&remote::Remote>, dest: &Path) -> Result<Ex
             let m = remote::backup(r, &name)?;
             if !g.quiet && !g.json {
                 println!("backup written by the server to <its data dir>/{BACKUPS_DIR}/{name}");
+                return Ok(ExitCode::SUCCESS);
             }
             m
         }
@@ -1618,7 +1619,15 @@ fn backup(g: &Global, remote: Option<&remote::Remote>, dest: &Path) -> Result<Ex
                         .as_millis()
                 );
                 let m = remote::backup(&remote::Remote::new(&srv.url, g.api_key.clone())?, &name)?;
-                move_backup(&g.data_dir.join(BACKUPS_DIR).join(&name), dest)?;
+                let made = g.data_dir.join(BACKUPS_DIR).join(&name);
+                move_backup(&made, dest).with_context(|| {
+                    format!(
+                        "the backup is complete at {} but could not be moved to {}: move it \
+                         yourself",
+                        made.display(),
+                        dest.display()
+                    )
+                })?;
                 m
             }
             None => {

@@ -343,7 +343,11 @@ fn a_backup_goes_nowhere_inside_the_data_dir_and_fills_an_empty_folder_it_is_giv
     std::os::unix::fs::symlink(&data, tmp.path().join("link")).unwrap();
     let err = fails(&["--data-dir", "data", "backup", "link/b"]);
     assert!(err.contains("one inside the other"), "{err}");
+    // ... or through `..` after a folder that does not exist yet.
+    let err = fails(&["--data-dir", "data", "backup", "nope/../data/sources/b"]);
+    assert!(err.contains("one inside the other"), "{err}");
     assert!(!data.join("b").exists() && !data.join("vectors/b").exists());
+    assert!(!data.join("sources/b").exists());
     // A mistyped data dir is not created and backed up empty.
     let err = fails(&["--data-dir", "nope", "backup", "x"]);
     assert!(err.contains("no neuralcore data dir"), "{err}");
