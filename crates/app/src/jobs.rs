@@ -181,7 +181,7 @@ impl TextDocument {
     /// The upload this text becomes: a JSON source the JSON loader reads back with its
     /// title and metadata.
     pub fn into_upload(self, n: usize) -> Result<Upload, AppError> {
-        if self.text.trim().is_empty() {
+        if crate::blank(&self.text) {
             return Err(AppError::InvalidInput(format!("document {n} has no text")));
         }
         // Unnamed texts are named by their content: two different texts never replace

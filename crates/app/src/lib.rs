@@ -471,7 +471,7 @@ pub fn search(
     tenant: &Tenant,
     req: &SearchRequest,
 ) -> Result<SearchResponse, AppError> {
-    if req.query.trim().is_empty() {
+    if blank(&req.query) {
         return Err(AppError::InvalidInput("the query is empty".into()));
     }
     // Unknown collections are not found, never created by a search.
@@ -671,4 +671,35 @@ pub fn new_run_id(prefix: &str) -> String {
 fn create_dir(dir: &Path) -> Result<(), AppError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| AppError::Internal(format!("cannot create {}: {e}", dir.display())))
+}
+
+/// Whether a text holds nothing but white space, as the API's `pattern: "\\S"` means
+/// it: Unicode's white space, and also what JSON Schema validators take for it beside
+/// (U+001C-U+001F, which Python's `\\s` matches; U+FEFF, which ECMAScript's does). A
+/// text of only those is refused like an empty one.
+pub fn blank(s: &str) -> bool {
+    s.chars()
+        .all(|c| c.is_whitespace() || matches!(c, '\u{1c}'..='\u{1f}' | '\u{feff}'))
+}
+
+#[cfg(test)]
+mod blank_tests {
+    use super::blank;
+
+    #[test]
+    fn only_white_space_as_any_validator_reads_it_is_blank() {
+        for s in [
+            "",
+            " \t\n",
+            "\u{1c}",
+            "\u{1f}\u{85}",
+            "\u{feff}",
+            "\u{a0}\u{3000}",
+        ] {
+            assert!(blank(s), "{s:?}");
+        }
+        for s in ["a", " a ", "\u{1c}x", "\u{200b}"] {
+            assert!(!blank(s), "{s:?}");
+        }
+    }
 }

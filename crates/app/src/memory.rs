@@ -293,7 +293,7 @@ impl App {
         tenant: &Tenant,
         req: &MemorySearch,
     ) -> Result<Vec<MemHit>, AppError> {
-        if req.query.trim().is_empty() {
+        if crate::blank(&req.query) {
             return Err(invalid("the query is empty"));
         }
         let opts = MemorySearchOptions {

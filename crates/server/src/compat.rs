@@ -308,7 +308,7 @@ fn conversation(messages: &[ChatMessage]) -> Result<(String, Vec<(String, String
         return Err(OpenAiError::invalid("the last message must be the user's"));
     }
     let question = last.text()?;
-    if question.trim().is_empty() {
+    if neuralcore_app::blank(&question) {
         return Err(OpenAiError::invalid("the last user message is empty"));
     }
     if question.len() > neuralcore_agents::consciousness::MAX_QUESTION_BYTES {
@@ -580,7 +580,7 @@ pub async fn acai_chat(
     ApiJson(req): ApiJson<AcaiRequest>,
 ) -> Result<Json<AcaiResponse>, ApiError> {
     let n = req.message.chars().count();
-    if n == 0 || n > ACAI_MAX_CHARS || req.message.trim().is_empty() {
+    if n == 0 || n > ACAI_MAX_CHARS || neuralcore_app::blank(&req.message) {
         return Err(ApiError::invalid(format!(
             "message must be 1 to {ACAI_MAX_CHARS} characters (got {n})"
         )));

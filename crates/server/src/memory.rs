@@ -73,7 +73,7 @@ pub async fn add(
     ApiJson(req): ApiJson<MemoryAdd>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Write)?;
-    if req.text.trim().is_empty() {
+    if neuralcore_app::blank(&req.text) {
         return Err(ApiError::invalid("the text is empty"));
     }
     let tenant = caller.tenant().clone();

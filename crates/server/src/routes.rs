@@ -217,7 +217,7 @@ pub async fn ask(
     headers: HeaderMap,
     ApiJson(req): ApiJson<AskRequest>,
 ) -> Result<Response, ApiError> {
-    if req.question.trim().is_empty() {
+    if neuralcore_app::blank(&req.question) {
         return Err(ApiError::invalid("the question is empty"));
     }
     check_text_len("question", &req.question)?;
