@@ -224,6 +224,13 @@ pub async fn ask(
     if req.max_iterations.is_some_and(|n| n > 100) {
         return Err(ApiError::invalid("max_iterations must be at most 100"));
     }
+    // The document gives it as an int64 (what JSON clients can send exactly).
+    if req.deadline_ms.is_some_and(|d| d > i64::MAX as u64) {
+        return Err(ApiError::invalid(format!(
+            "deadline_ms must be at most {}",
+            i64::MAX
+        )));
+    }
     if let Some(sess) = &req.session {
         let ok = (1..=31).contains(&sess.len())
             && sess

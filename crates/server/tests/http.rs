@@ -381,6 +381,16 @@ fn bad_requests_get_problems_not_crashes() {
     let big = format!("{{\"query\": \"{}\"}}", "a".repeat(100 * 1024));
     post("/v1/search", json, big.as_bytes()).problem(413, "payload_too_large");
     post("/v1/ask", json, br#"{"question": ""}"#).problem(400, "invalid_input");
+    // Only white space, as JSON Schema's validators read it; a deadline past int64.
+    let v =
+        post("/v1/ask", json, br#"{"question": "\u001c\ufeff "}"#).problem(400, "invalid_input");
+    assert!(v["detail"].as_str().unwrap().contains("empty"), "{v}");
+    post(
+        "/v1/ask",
+        json,
+        br#"{"question": "0", "deadline_ms": 9223372036854775808}"#,
+    )
+    .problem(400, "invalid_input");
     let long = format!("{{\"question\": \"{}\"}}", "why ".repeat(5_000));
     let v = post("/v1/ask", json, long.as_bytes()).problem(400, "invalid_input");
     assert!(v["detail"].as_str().unwrap().contains("longest"), "{v}");
