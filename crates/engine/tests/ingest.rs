@@ -28,6 +28,15 @@ fn top_titles(e: &Engine, c: &str, q: &str) -> Vec<String> {
         .collect()
 }
 
+/// The source of `default` whose path ends with `name`.
+fn source_named(e: &Engine, name: &str) -> neuralcore_core::SourceRecord {
+    e.sources("default")
+        .unwrap()
+        .into_iter()
+        .find(|s| s.source_id.ends_with(name))
+        .unwrap()
+}
+
 fn e_chunks(data: &Path) -> u64 {
     Engine::open(data, Config::default())
         .unwrap()
@@ -463,12 +472,7 @@ fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_e
     assert!(msg.contains("documents before it are stored"), "{msg}");
     assert!(msg.contains("listed as partial"), "{msg}");
     // The batches committed before the error stay, searchable, the source partial.
-    let bad = e
-        .sources("default")
-        .unwrap()
-        .into_iter()
-        .find(|s| s.source_id.ends_with("c_bad.jsonl"))
-        .unwrap();
+    let bad = source_named(&e, "c_bad.jsonl");
     let partial = bad.partial.clone().expect("listed as partial");
     assert!(partial.error.unwrap().contains("line 301"));
     // Every row before the bad line is whole: all of them are kept.
@@ -487,12 +491,7 @@ fn big_sources_commit_in_batches_and_a_load_error_leaves_them_partial_with_the_e
     let s = ingest(&e, &[&bad_big], "default");
     assert_eq!((s.ingested, s.documents), (1, 400), "{s:#?}");
     assert_eq!(s.chunks, 400 - stored, "only the rows not stored before");
-    let bad = e
-        .sources("default")
-        .unwrap()
-        .into_iter()
-        .find(|s| s.source_id.ends_with("c_bad.jsonl"))
-        .unwrap();
+    let bad = source_named(&e, "c_bad.jsonl");
     assert!(bad.partial.is_none());
     assert_eq!(bad.docs.len(), 400);
     for k in &bad.docs {
@@ -587,12 +586,7 @@ fn a_complete_version_stays_whole_while_its_replacement_is_partial_and_is_settle
     crash_at(&e, &big, 70);
     drop(e);
     let e = Engine::open(&tmp.path().join("data"), cfg.clone()).unwrap();
-    let src = e
-        .sources("default")
-        .unwrap()
-        .into_iter()
-        .find(|s| s.source_id.ends_with("big.jsonl"))
-        .unwrap();
+    let src = source_named(&e, "big.jsonl");
     assert!(src.partial.is_some());
     // The old version is whole meanwhile: rows 0..50 are still there, with their place.
     let d0 = top_titles(&e, "default", "Row 0 kingfisher");
