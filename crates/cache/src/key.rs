@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 /// A cached operation: each has its own switch, TTL and counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
-    /// A query's embedding.
+    /// A query's embedding (or a sentence's, compared with a query).
     QueryEmbedding,
     /// Keyword, vector or hybrid search results of a collection at a generation.
     Search,

@@ -110,7 +110,7 @@ pub struct CacheSettings {
     pub postgres_table: String,
     /// Largest value cached, bytes.
     pub max_value_bytes: usize,
-    /// Cache query embeddings.
+    /// Cache query embeddings (and those of the sentences `refine` weighs).
     pub query_embedding: bool,
     /// Their time to live, seconds (0: until evicted).
     pub query_embedding_ttl_s: u64,
@@ -1049,6 +1049,7 @@ max_value_bytes = 4194304
 # Each operation: on/off, and its time to live in seconds (0: until evicted). Keys hold
 # everything that changes a result (tenant, settings, version, collection generation),
 # so a changed collection or setting is a miss, never a stale hit.
+# query_embedding also holds the sentences refine compares with the question.
 query_embedding = true
 query_embedding_ttl_s = 0
 search = true

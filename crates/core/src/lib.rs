@@ -21,6 +21,6 @@ pub mod text;
 pub mod types;
 
 pub use error::{StoreError, StoreResult};
-pub use model::{dot, Embedder, ModelError, Reranker, TextKind};
+pub use model::{cosine, dot, Embedder, ModelError, Reranker, TextKind};
 pub use store::{embedding_key, DocStore, EmbeddingKey, IndexJournal, StoreBatch};
 pub use types::*;

@@ -63,6 +63,16 @@ pub trait Reranker: Send + Sync {
     fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError>;
 }
 
+/// Cosine similarity (0 when either vector is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let n = (dot(a, a) * dot(b, b)).sqrt();
+    if n > 0.0 {
+        dot(a, b) / n
+    } else {
+        0.0
+    }
+}
+
 /// Dot product, written so the compiler vectorizes it (16 independent sums).
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {

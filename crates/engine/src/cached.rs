@@ -1,4 +1,5 @@
-//! The operation cache in the engine: query embeddings and ranked search results, under
+//! The operation cache in the engine: query embeddings (and those of the sentences
+//! compared with queries) and ranked search results, under
 //! keys holding everything that changes them — the tenant (from the stored collection
 //! name), the engine's settings and version, the model, and for search the collection's
 //! creation time and generation, so any committed change (ingest, a source's removal, a
@@ -15,6 +16,7 @@ use sha2::Digest;
 use crate::search::{Ranked, SearchOptions};
 use crate::{Engine, EngineError};
 use neuralcore_config::{ColdTierKind, Config, HotTierKind};
+use neuralcore_core::TextKind;
 
 /// The tenant part of a stored collection name (`acme~docs` → `acme`; `docs` →
 /// `default`).
@@ -125,36 +127,76 @@ impl Engine {
         tenant: &str,
         query: &str,
     ) -> Result<Vec<f32>, EngineError> {
+        let mut v = self.text_vectors_in(tenant, &[query], TextKind::Query)?;
+        v.pop()
+            .ok_or_else(|| EngineError::Model("no vector returned".into()))
+    }
+
+    /// The vectors of `texts` embedded as `kind`, each cached per (tenant, model,
+    /// settings, kind, text); the sentences not cached are embedded in one call, the
+    /// queries one by one.
+    pub(crate) fn text_vectors_in(
+        &self,
+        tenant: &str,
+        texts: &[&str],
+        kind: TextKind,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         let embedder = self.embedder_status().map_err(EngineError::NotFound)?;
         let on = self.config.cache.query_embedding && self.cache.is_on();
-        let key = on.then(|| {
-            KeyBuilder::new(tenant, Op::QueryEmbedding)
+        let key = |text: &str| {
+            let k = KeyBuilder::new(tenant, Op::QueryEmbedding)
                 .str(&self.fingerprint)
                 .str(embedder.model_id())
-                .u64(embedder.dimension() as u64)
-                .str(query)
-                .finish()
-        });
-        if let Some(key) = &key {
-            if let Some(hit) = self.cache.get(key) {
-                if let Some(v) = f32s(&hit.value, embedder.dimension()) {
-                    return Ok(v);
+                .u64(embedder.dimension() as u64);
+            // A query's key is as it always was; other kinds say theirs (a model may
+            // embed a query and a passage differently).
+            match kind {
+                TextKind::Query => k,
+                TextKind::Document => k.str("document"),
+            }
+            .str(text)
+            .finish()
+        };
+        let keys: Vec<Option<_>> = texts.iter().map(|t| on.then(|| key(t))).collect();
+        let mut out: Vec<Option<Vec<f32>>> = keys
+            .iter()
+            .map(|k| {
+                k.as_ref()
+                    .and_then(|k| self.cache.get(k))
+                    .and_then(|hit| f32s(&hit.value, embedder.dimension()))
+            })
+            .collect();
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let batch: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            // A query one at a time, as search embeds it (a model may take another path
+            // for a lone query): its cached vector must not depend on who asked first.
+            let vs = match kind {
+                TextKind::Query => batch.iter().map(|q| embedder.embed_query(q)).collect(),
+                TextKind::Document => embedder.embed(&batch, kind),
+            }
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+            if vs.len() != batch.len() {
+                return Err(EngineError::Model(format!(
+                    "{} vectors returned for {} texts",
+                    vs.len(),
+                    batch.len()
+                )));
+            }
+            for (&i, v) in missing.iter().zip(vs) {
+                if let Some(key) = &keys[i] {
+                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    self.cache.put(
+                        key,
+                        &bytes,
+                        ttl(self.config.cache.query_embedding_ttl_s),
+                        &[tenant_tag(tenant)],
+                    );
                 }
+                out[i] = Some(v);
             }
         }
-        let v = embedder
-            .embed_query(query)
-            .map_err(|e| EngineError::Model(e.to_string()))?;
-        if let Some(key) = &key {
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            self.cache.put(
-                key,
-                &bytes,
-                ttl(self.config.cache.query_embedding_ttl_s),
-                &[tenant_tag(tenant)],
-            );
-        }
-        Ok(v)
+        Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
     }
 
     /// [`Engine::search_keys`] through the cache: the key holds the collection's creation

@@ -222,6 +222,24 @@ impl Engine {
             .collect())
     }
 
+    /// The vectors of `texts` embedded as `kind` (queries, or sentences to compare with
+    /// them) by the engine's embedding model, through the operation cache under the
+    /// collection's tenant; `None` for no texts, or when the model cannot be loaded (as
+    /// vector search falls back to keywords then). Compare them with
+    /// [`neuralcore_core::cosine`].
+    pub fn text_vectors(
+        &self,
+        collection: &str,
+        texts: &[&str],
+        kind: TextKind,
+    ) -> Result<Option<Vec<Vec<f32>>>, EngineError> {
+        if texts.is_empty() || self.embedder_status().is_err() {
+            return Ok(None);
+        }
+        let tenant = crate::cached::tenant_of(collection);
+        self.text_vectors_in(tenant, texts, kind).map(Some)
+    }
+
     /// Forget cached query vectors and search results (so a benchmark's latencies
     /// include embedding and searching).
     pub fn clear_query_cache(&self) {

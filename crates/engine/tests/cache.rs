@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use neuralcore_core::{cosine, TextKind};
 use neuralcore_engine::{ColdTierKind, Config, Engine, HotTierKind, SearchMode};
 
 fn config() -> Config {
@@ -347,4 +348,74 @@ fn scores_are_cached_per_tenant_model_query_and_passage_in_front_of_a_counting_s
             .unwrap();
     }
     assert_eq!(other.scored.load(Ordering::SeqCst), 9);
+}
+
+/// Sentences compared with a question (`refine`'s semantic score) are embedded once:
+/// asked again, every vector is a hit and the same; the sentence that answers is nearer
+/// the question than the one that only shares its subject; a text cached as a sentence
+/// is not taken for the same text as a query, nor one tenant's for another's; and a
+/// cache turned off changes no vector.
+#[test]
+fn sentence_vectors_are_embedded_once_and_score_meaning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Engine::open(&tmp.path().join("data"), config()).unwrap();
+    let q = ["Why did the old mill bridge collapse?"];
+    let texts = [
+        "The old mill bridge appeared on many postcards of the town.",
+        "The old mill bridge fell into the river after floodwater undermined it.",
+    ];
+    let qe = |e: &Engine| {
+        e.cache()
+            .stats()
+            .ops
+            .into_iter()
+            .find(|o| o.op == "query_embedding")
+            .map(|o| (o.hot_hits + o.cold_hits, o.misses, o.puts))
+            .unwrap()
+    };
+    let vectors =
+        |e: &Engine, texts: &[&str], kind| e.text_vectors("docs", texts, kind).unwrap().unwrap();
+    let question = vectors(&e, &q, TextKind::Query);
+    let first = vectors(&e, &texts, TextKind::Document);
+    let sim: Vec<f32> = first.iter().map(|v| cosine(&question[0], v)).collect();
+    assert!(sim[1] > sim[0], "{sim:?}");
+    assert_eq!(qe(&e), (0, 3, 3));
+    assert_eq!(vectors(&e, &texts, TextKind::Document), first);
+    assert_eq!(vectors(&e, &q, TextKind::Query), question);
+    assert_eq!(qe(&e), (3, 3, 3));
+    // The first sentence asked as a query is its own entry.
+    vectors(&e, &texts[..1], TextKind::Query);
+    assert_eq!(qe(&e), (3, 4, 4));
+    // Another tenant's collection: its own misses.
+    let other = e
+        .text_vectors("acme~docs", &texts, TextKind::Document)
+        .unwrap()
+        .unwrap();
+    assert_eq!(other, first);
+    assert_eq!(qe(&e), (3, 6, 6));
+    assert!(e
+        .text_vectors("docs", &[], TextKind::Query)
+        .unwrap()
+        .is_none());
+
+    // Without a cache: the same vectors; and a query among others is embedded as search
+    // embeds it alone (the model may take another path for a lone query).
+    let plain = Engine::open(&tmp.path().join("plain"), uncached(config())).unwrap();
+    let near = |a: &[f32], b: &[f32]| {
+        let d = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(a.len() == b.len() && d < 1e-6, "differ by {d}");
+    };
+    for (a, b) in vectors(&plain, &texts, TextKind::Document)
+        .iter()
+        .zip(&first)
+    {
+        near(a, b);
+    }
+    let asked = vectors(&plain, &[q[0], texts[0]], TextKind::Query);
+    near(&asked[0], &plain.query_vector(q[0]).unwrap());
+    near(&asked[0], &question[0]);
 }
