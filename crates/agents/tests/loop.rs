@@ -1438,6 +1438,48 @@ fn a_dispute_keeps_its_other_side_though_graded_lower() {
     );
 }
 
+/// Every sentence of a document names its bridge; one says why it fell. The words tie,
+/// the meaning decides: `refine` weighs each sentence's embedding against the
+/// question's. A refiner agent that sets that weight to 0 gets the first sentence.
+#[test]
+fn the_meaning_of_a_sentence_breaks_a_tie_of_words() {
+    const BRIDGE: (&str, &str) = (
+        "bridge.md",
+        "# Old mill bridge\n\nThe old mill bridge appeared on many postcards of the town \
+         and was loved by walkers. The old mill bridge fell into the river in 1952, after \
+         floodwater undermined its stone foundations. The old mill bridge was painted \
+         green by the town council.\n",
+    );
+    let kb = kb(|_| {}, &[("bridge", &[BRIDGE, BREAD, ZEBRA])]);
+    let question = "Why did the old mill bridge collapse?";
+    let r = ask(&plain(&kb), question, &opts("bridge"));
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(
+        r.answer.contains("floodwater") && !r.answer.contains("postcards"),
+        "{why}"
+    );
+
+    let agents = tempfile::tempdir().unwrap();
+    std::fs::write(
+        agents.path().join("refiner.md"),
+        "---\nname: refiner\nrole: refine\ndescription: words only\ntools: [refine]\n\
+         parameters:\n  refine:\n    semantic: 0\n---\nScore sentences by their words.\n",
+    )
+    .unwrap();
+    let registry = Registry::discover().unwrap();
+    let words_only = Orchestrator {
+        loader: Arc::new(AgentLoader::new(
+            vec![agents.path().to_path_buf()],
+            registry.clone(),
+        )),
+        ..plain(&kb)
+    };
+    let r = ask(&words_only, question, &opts("bridge"));
+    let why = summary(&r);
+    assert!(r.answer.contains("postcards"), "{why}");
+}
+
 /// The real llama.cpp server the test script starts (`NEURALCORE_TEST_LLM_URL`), or
 /// `None` (the test is skipped, saying so) when it is not set.
 fn real_llm() -> Option<LlmClient> {
