@@ -340,9 +340,8 @@ impl App {
     /// use: see the module docs. `keys` is the key store a server holds open; without
     /// one the data dir's own is opened, when it has one.
     pub fn backup(&self, dest: &Path, keys: Option<&KeyStore>) -> Result<BackupManifest, AppError> {
-        check_free(dest, "the backup destination")?;
         let dir = self.data_dir().to_path_buf();
-        check_apart(dest, &dir, "the backup destination and the data dir")?;
+        check_destination(dest, &dir)?;
         write_then_place(dest, "backup", |tmp| self.backup_into(tmp, &dir, keys))
     }
 
@@ -606,8 +605,7 @@ pub fn restore_files(backup: &Path, data_dir: &Path) -> Result<BackupManifest, A
         "the data dir to restore into and the backup",
     )?;
     write_then_place(data_dir, "restore", |tmp| {
-        copy_tree(backup, tmp)?;
-        std::fs::remove_file(tmp.join(MANIFEST)).map_err(|e| io_at(tmp, e))?;
+        copy_tree_except(backup, tmp, &[MANIFEST])?;
         std::fs::File::open(tmp)
             .and_then(|f| f.sync_all())
             .map_err(|e| io_at(tmp, e))

@@ -176,13 +176,7 @@ impl Engine {
                 TextKind::Document => embedder.embed(&batch, kind),
             }
             .map_err(|e| EngineError::Model(e.to_string()))?;
-            if vs.len() != batch.len() {
-                return Err(EngineError::Model(format!(
-                    "{} vectors returned for {} texts",
-                    vs.len(),
-                    batch.len()
-                )));
-            }
+            crate::vectors::one_each(vs.len(), batch.len())?;
             for (&i, v) in missing.iter().zip(vs) {
                 if let Some(key) = &keys[i] {
                     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();

@@ -516,13 +516,7 @@ pub(crate) fn cached_or_embed(
         let vs = embedder
             .embed(&texts, TextKind::Document)
             .map_err(model_err)?;
-        if vs.len() != texts.len() {
-            return Err(EngineError::Model(format!(
-                "the model returned {} vectors for {} texts",
-                vs.len(),
-                texts.len()
-            )));
-        }
+        one_each(vs.len(), texts.len())?;
         for (&i, v) in group.iter().zip(vs) {
             fresh.push((keys[i], v.clone()));
             found.insert(keys[i], v);
@@ -550,4 +544,14 @@ fn slug(s: &str) -> String {
         .collect();
     out.truncate(80);
     out
+}
+
+/// An error unless the model returned one vector for each of the texts it was given.
+pub(crate) fn one_each(vectors: usize, texts: usize) -> Result<(), EngineError> {
+    if vectors == texts {
+        return Ok(());
+    }
+    Err(EngineError::Model(format!(
+        "the model returned {vectors} vectors for {texts} texts"
+    )))
 }
