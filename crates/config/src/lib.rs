@@ -795,6 +795,10 @@ stopwords = "english"
 min_token_len = 1
 # Index each chunk with its document title in front (a contextual chunk header).
 title_in_body = true
+# Fold Latin letters with diacritics to ASCII (é → e, ß → ss), so "fiancee" finds
+# "fiancée". Before the stemmer when it is English (or none), after it for another
+# language, whose stemmer reads the accents.
+fold_accents = true
 
 [search]
 # Results returned when -k is not given.

@@ -10,13 +10,22 @@
 //! 3. lower-case character by character (`char::to_lowercase`, without the final-sigma
 //!    rule of `str::to_lowercase`);
 //! 4. drop a token shorter than `min_token_len` characters;
-//! 5. drop stop words (see [`crate::stopwords`]);
-//! 6. stem with the Snowball stemmer of the language, if any.
+//! 5. drop stop words (see [`crate::stopwords`]; the lists are spelt with their
+//!    accents);
+//! 6. with `fold_accents` (the default) and the English stemmer or none: fold Latin
+//!    letters with diacritics to their ASCII base ([`fold_accents`]: `fiancée` →
+//!    `fiancee`, `Gödel` → `godel`, `straße` → `strasse`), so a query typed without
+//!    accents finds the text that has them and the other way round;
+//! 7. stem with the Snowball stemmer of the language, if any;
+//! 8. with `fold_accents` and a stemmer of another language: fold the stem — those
+//!    stemmers read the accents (French `-ée`, German `-ä`), so they see the word
+//!    first.
 //!
-//! This is exactly what the index's tantivy chain did (`SimpleTokenizer`,
-//! `RemoveLongFilter::limit(40)`, `LowerCaser`, the minimum length, `StopWordFilter`,
-//! the Snowball `Stemmer`), so indexes built before the analyzer moved here keep their
-//! terms (a test in `neuralcore-index` compares the two).
+//! Without folding this is exactly what the index's tantivy chain did
+//! (`SimpleTokenizer`, `RemoveLongFilter::limit(40)`, `LowerCaser`, the minimum
+//! length, `StopWordFilter`, the Snowball `Stemmer`); with it, English is that chain
+//! with tantivy's `AsciiFoldingFilter` before the stemmer, on Latin text (a test in
+//! `neuralcore-index` compares them).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -56,6 +65,9 @@ pub struct AnalyzerConfig {
     /// on what its document is about (the title field is indexed as well). Read by the
     /// keyword index only; the analyzer itself ignores it.
     pub title_in_body: bool,
+    /// Fold Latin letters with diacritics to ASCII (`é` → `e`, `ß` → `ss`), so `cafe`
+    /// and `café` are one term.
+    pub fold_accents: bool,
 }
 
 impl Default for AnalyzerConfig {
@@ -65,6 +77,7 @@ impl Default for AnalyzerConfig {
             stopwords: Stopwords::Named("english".into()),
             min_token_len: 1,
             title_in_body: true,
+            fold_accents: true,
         }
     }
 }
@@ -183,6 +196,79 @@ impl Language {
     }
 }
 
+/// Whether `c` is a combining diacritical mark (the blocks canonical decomposition
+/// puts accents in).
+fn is_combining_mark(c: char) -> bool {
+    matches!(c as u32, 0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)
+}
+
+/// Latin letters with no canonical decomposition that still fold to ASCII (lower case:
+/// the analyzer folds after lower-casing).
+fn fold_letter(c: char) -> Option<&'static str> {
+    Some(match c {
+        'ß' => "ss",
+        'æ' => "ae",
+        'œ' => "oe",
+        'ø' => "o",
+        'đ' | 'ð' => "d",
+        'ł' => "l",
+        'ħ' => "h",
+        'ı' => "i",
+        'ŧ' => "t",
+        'þ' => "th",
+        'ŀ' => "l",
+        'ĸ' => "q",
+        _ => return None,
+    })
+}
+
+/// `word` with every Latin letter that carries diacritics replaced by its ASCII base:
+/// a character whose canonical decomposition is an ASCII letter followed by combining
+/// marks only (`é` = `e` + U+0301), and the few Latin letters of [`fold_letter`].
+/// Every other character is kept, so Greek, Cyrillic, Hangul and CJK text is unchanged
+/// and no new token boundary appears. `None` when nothing changes.
+pub fn fold_accents(word: &str) -> Option<String> {
+    if word.is_ascii() {
+        return None;
+    }
+    let mut out = String::with_capacity(word.len());
+    let mut changed = false;
+    for c in word.chars() {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        if let Some(f) = fold_letter(c) {
+            out.push_str(f);
+            changed = true;
+            continue;
+        }
+        let mut parts = ['\0'; 4];
+        let mut n = 0;
+        let mut fits = true;
+        unicode_normalization::char::decompose_canonical(c, |p| {
+            if n < parts.len() {
+                parts[n] = p;
+                n += 1;
+            } else {
+                fits = false;
+            }
+        });
+        let base = parts[0];
+        if fits
+            && n > 1
+            && base.is_ascii_alphabetic()
+            && parts[1..n].iter().all(|&m| is_combining_mark(m))
+        {
+            out.push(base);
+            changed = true;
+        } else {
+            out.push(c);
+        }
+    }
+    changed.then_some(out)
+}
+
 /// Entries a thread's stem cache holds before it is cleared.
 const STEM_CACHE_MAX: usize = 200_000;
 
@@ -228,6 +314,17 @@ pub struct Analyzer {
     stop: Arc<HashSet<String>>,
     stemmer: Option<CachedStemmer>,
     min_len: usize,
+    /// Fold accents before the stem (English or no stemmer), after it (another
+    /// language), or not at all.
+    fold: Fold,
+}
+
+/// Where the analyzer folds accents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    Never,
+    BeforeStem,
+    AfterStem,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -236,6 +333,7 @@ impl std::fmt::Debug for Analyzer {
             .field("stop_words", &self.stop.len())
             .field("stemmer", &self.stemmer.as_ref().map(|s| s.lang))
             .field("min_len", &self.min_len)
+            .field("fold", &self.fold)
             .finish()
     }
 }
@@ -264,10 +362,17 @@ impl Analyzer {
             lang,
             stemmer: Arc::new(rust_stemmers::Stemmer::create(lang.algorithm())),
         });
+        let fold = match (&stemmer, cfg.fold_accents) {
+            (_, false) => Fold::Never,
+            (None, true) => Fold::BeforeStem,
+            (Some(s), true) if s.lang == Language::English => Fold::BeforeStem,
+            (Some(_), true) => Fold::AfterStem,
+        };
         Ok(Analyzer {
             stop: Arc::new(stop),
             stemmer,
             min_len: cfg.min_token_len,
+            fold,
         })
     }
 
@@ -340,8 +445,18 @@ impl Tokens<'_> {
             if a.stop.contains(term.as_str()) {
                 continue;
             }
+            if a.fold == Fold::BeforeStem {
+                if let Some(f) = fold_accents(term) {
+                    *term = f;
+                }
+            }
             if let Some(s) = &a.stemmer {
                 s.stem(term, &mut self.key);
+            }
+            if a.fold == Fold::AfterStem {
+                if let Some(f) = fold_accents(term) {
+                    *term = f;
+                }
             }
             return Some(Span {
                 from,
@@ -372,6 +487,7 @@ mod tests {
             stopwords,
             min_token_len,
             title_in_body: true,
+            fold_accents: true,
         }
     }
 
@@ -407,7 +523,7 @@ mod tests {
         let got = a.analyze(&text);
         let terms: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
         // No final sigma: lower-cased one character at a time.
-        assert_eq!(terms, vec!["über", "σοφοσ", "x", "ray"]);
+        assert_eq!(terms, vec!["uber", "σοφοσ", "x", "ray"]);
         let spans: Vec<Span> = got.iter().map(|(_, s)| *s).collect();
         assert_eq!(&text[spans[0].from..spans[0].to], "Über");
         assert_eq!(&text[spans[1].from..spans[1].to], "ΣΟΦΟΣ");
@@ -419,6 +535,54 @@ mod tests {
         let shorter = "x".repeat(MAX_TOKEN_BYTES - 1);
         assert_eq!(a.terms(&shorter), vec![shorter.clone()]);
         assert!(a.terms("").is_empty() && a.terms(" ,.; ").is_empty());
+    }
+
+    #[test]
+    fn accents_fold_to_ascii_in_latin_text_only() {
+        let fold = |w: &str| fold_accents(w).unwrap_or_else(|| w.to_string());
+        assert_eq!(fold("fiancée"), "fiancee");
+        assert_eq!(fold("gödel"), "godel");
+        assert_eq!(fold("straße"), "strasse");
+        assert_eq!(fold("søren"), "soren");
+        assert_eq!(fold("łódź"), "lodz");
+        assert_eq!(fold("ærøskøbing"), "aeroskobing");
+        assert_eq!(fold("erdős"), "erdos");
+        assert_eq!(fold("ǅ"), "ǅ", "a ligature without a base letter stays");
+        // Other scripts are left alone: Greek accents, Cyrillic й, Hangul syllables.
+        for w in ["σοφός", "йод", "한국어", "東京"] {
+            assert_eq!(fold_accents(w), None, "{w}");
+        }
+        assert_eq!(fold_accents("plain"), None);
+        // A query typed without accents meets the text that has them, both ways, in
+        // the default (English) analyzer and without a stemmer.
+        let en = Analyzer::english();
+        assert_eq!(
+            en.terms("His fiancée, Berengaria"),
+            en.terms("his fiancee berengaria")
+        );
+        assert_eq!(en.terms("Kurt Gödel's café"), en.terms("kurt godel's cafe"));
+        let none = Analyzer::new(&cfg("none", Stopwords::Named("none".into()), 1)).unwrap();
+        assert_eq!(none.terms("Naïve Résumé"), vec!["naive", "resume"]);
+        // Off: the accents stay, as before.
+        let off = Analyzer::new(&AnalyzerConfig {
+            fold_accents: false,
+            ..AnalyzerConfig::default()
+        })
+        .unwrap();
+        assert_ne!(off.terms("fiancée"), off.terms("fiancee"));
+        // Another language's stemmer sees the accents, then the stem is folded: French
+        // `étudiées` and `etudiees` stem apart, but `étudiées` and `étudiée` still meet.
+        let fr = Analyzer::new(&cfg("french", Stopwords::Named("french".into()), 1)).unwrap();
+        assert_eq!(fr.terms("étudiées"), fr.terms("étudiée"));
+        assert!(fr.terms("étudiées")[0].is_ascii());
+        // Spans still point at the original, accented text.
+        let text = "Zoë's naïveté";
+        let spans: Vec<&str> = en
+            .analyze(text)
+            .iter()
+            .map(|(_, s)| &text[s.from..s.to])
+            .collect();
+        assert_eq!(spans, vec!["Zoë", "s", "naïveté"]);
     }
 
     #[test]

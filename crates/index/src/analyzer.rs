@@ -62,8 +62,8 @@ mod tests {
     use super::*;
     use neuralcore_core::analysis::Language;
     use tantivy::tokenizer::{
-        Language as TantivyLanguage, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer,
-        StopWordFilter,
+        AsciiFoldingFilter, Language as TantivyLanguage, LowerCaser, RemoveLongFilter,
+        SimpleTokenizer, Stemmer, StopWordFilter,
     };
 
     fn tokens(mut a: TextAnalyzer, text: &str) -> Vec<(String, usize, usize, usize)> {
@@ -93,10 +93,12 @@ mod tests {
         }
     }
 
-    /// The analyzer gives exactly the terms, offsets and positions of the tantivy chain
-    /// the index used before it moved to `neuralcore_core` (`SimpleTokenizer`,
-    /// `RemoveLongFilter::limit(40)`, `LowerCaser`, `StopWordFilter`, `Stemmer`), for
-    /// every language's stemmer and stop words: indexes built before keep their terms.
+    /// Without accent folding the analyzer gives exactly the terms, offsets and
+    /// positions of the tantivy chain the index used before it moved to
+    /// `neuralcore_core` (`SimpleTokenizer`, `RemoveLongFilter::limit(40)`,
+    /// `LowerCaser`, `StopWordFilter`, `Stemmer`), for every language's stemmer and
+    /// stop words. With it (the default), the chain with tantivy's `AsciiFoldingFilter`
+    /// before the stemmer (English) or after it (the others), on Latin accents.
     #[test]
     fn analyzer_agrees_with_the_tantivy_chain_in_every_language() {
         let long = "Pneumonoultramicroscopicsilicovolcanoconiosis";
@@ -104,27 +106,50 @@ mod tests {
             let name = format!("{lang:?}").to_lowercase();
             let text = format!(
                 "The RUNNING runner ran easily; universities, organizations & Ünïcödé \
-                 ΣΟΦΟΣ {long} x-ray 3.14 {} {}",
+                 Straße fiancées Œuvre ΣΟΦΟΣ {long} x-ray 3.14 {} {}",
                 lang.stop_words().join(" "),
                 lang.stop_words().join(", ").to_uppercase()
             );
-            let cfg = AnalyzerConfig {
-                stemmer: name.clone(),
-                stopwords: Stopwords::Named(name.clone()),
-                ..Default::default()
-            };
-            let t = tantivy_language(lang);
-            let reference = TextAnalyzer::builder(SimpleTokenizer::default())
-                .filter(RemoveLongFilter::limit(40))
-                .filter(LowerCaser)
-                .filter(StopWordFilter::new(t).unwrap())
-                .filter(Stemmer::new(t))
-                .build();
-            let want = tokens(reference, &text);
-            assert!(want.len() > 5, "{name}");
-            // Twice: the second pass is served from the stem cache.
-            assert_eq!(tokens(build(&cfg).unwrap(), &text), want, "{name}");
-            assert_eq!(tokens(build(&cfg).unwrap(), &text), want, "{name} (cached)");
+            for fold in [false, true] {
+                let cfg = AnalyzerConfig {
+                    stemmer: name.clone(),
+                    stopwords: Stopwords::Named(name.clone()),
+                    fold_accents: fold,
+                    ..Default::default()
+                };
+                let t = tantivy_language(lang);
+                let chain = TextAnalyzer::builder(SimpleTokenizer::default())
+                    .filter(RemoveLongFilter::limit(40))
+                    .filter(LowerCaser);
+                let reference = match (fold, lang) {
+                    (false, _) => chain
+                        .filter(StopWordFilter::new(t).unwrap())
+                        .filter(Stemmer::new(t))
+                        .dynamic()
+                        .build(),
+                    (true, Language::English) => chain
+                        .filter(StopWordFilter::new(t).unwrap())
+                        .filter(AsciiFoldingFilter)
+                        .filter(Stemmer::new(t))
+                        .dynamic()
+                        .build(),
+                    (true, _) => chain
+                        .filter(StopWordFilter::new(t).unwrap())
+                        .filter(Stemmer::new(t))
+                        .filter(AsciiFoldingFilter)
+                        .dynamic()
+                        .build(),
+                };
+                let want = tokens(reference, &text);
+                assert!(want.len() > 5, "{name}");
+                // Twice: the second pass is served from the stem cache.
+                assert_eq!(tokens(build(&cfg).unwrap(), &text), want, "{name} {fold}");
+                assert_eq!(
+                    tokens(build(&cfg).unwrap(), &text),
+                    want,
+                    "{name} {fold} (cached)"
+                );
+            }
         }
         // No stemmer, an explicit stop list.
         let cfg = AnalyzerConfig {
@@ -156,6 +181,7 @@ mod tests {
             stopwords: Stopwords::List(vec!["Mice".into()]),
             min_token_len: 2,
             title_in_body: true,
+            fold_accents: true,
         };
         assert_eq!(terms(&none, "The running Mice a b"), vec!["the", "running"]);
         let bad = AnalyzerConfig {
