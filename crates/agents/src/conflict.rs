@@ -81,8 +81,19 @@ pub fn disagreement(a: &str, b: &str) -> Option<Disagreement> {
         if new_x.is_empty() || new_y.is_empty() {
             return None;
         }
-        let lead_x = p == 0 && new_x.first() == x.first();
-        let lead_y = p == 0 && new_y.first() == y.first();
+        // A sentence's first word is capitalised whatever it is. Opening both sides it
+        // counts as a name ("Sweden rationed …" / "Norway rationed …") unless either is
+        // a function word or a sentence adverb ("The", "However,", "Similarly"): those
+        // open the same statement in other words.
+        let opener = |w: &str| {
+            let n = norm(w);
+            crate::values::is_function_word(&n) || w.ends_with(',') || n.ends_with("ly")
+        };
+        let leads = p == 0
+            && new_x.first() == x.first()
+            && new_y.first() == y.first()
+            && (opener(x[0]) || opener(y[0]));
+        let (lead_x, lead_y) = (leads, leads);
         if let (Some(kx), Some(ky)) = (value_kind(&new_x, lead_x), value_kind(&new_y, lead_y)) {
             let about = if kx == ky { kx } else { "value" };
             // A figure keeps its currency sign and the unit word both sides share after
@@ -444,6 +455,49 @@ mod tests {
             (d.mine.as_str(), d.theirs.as_str()),
             ("$2.2 billion", "$37.6 billion")
         );
+    }
+
+    #[test]
+    fn a_name_opening_the_sentence_is_a_value() {
+        let d = disagreement(
+            "Sweden rationed gasoline and heating oil.",
+            "Abercynon rationed gasoline and heating oil.",
+        )
+        .unwrap();
+        assert_eq!(
+            (d.about, d.mine.as_str(), d.theirs.as_str()),
+            ("name", "Sweden", "Abercynon")
+        );
+        let d = disagreement(
+            "Montpellier was among the most important of the 66 villes de sûreté.",
+            "USSR was among the most important of the 66 villes de sûreté.",
+        )
+        .unwrap();
+        assert_eq!(
+            (d.mine.as_str(), d.theirs.as_str()),
+            ("Montpellier", "USSR")
+        );
+        // Function words and sentence adverbs open the same statement in other words.
+        for (a, b) in [
+            (
+                "The tower was completed in 1889 for the fair.",
+                "A tower was completed in 1889 for the fair.",
+            ),
+            (
+                "However, the tower was completed in 1889.",
+                "Thus, the tower was completed in 1889.",
+            ),
+            (
+                "Similarly the tower was completed in 1889.",
+                "Later the tower was completed in 1889.",
+            ),
+            (
+                "Then the tower was completed in 1889.",
+                "Eventually the tower was completed in 1889.",
+            ),
+        ] {
+            assert_eq!(disagreement(a, b), None, "{a} / {b}");
+        }
     }
 
     #[test]

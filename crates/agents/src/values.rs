@@ -113,6 +113,14 @@ pub fn words_of(question: &str) -> HashSet<String> {
     question.split_whitespace().map(norm).collect()
 }
 
+/// Whether `w` (lower case, as [`norm`] makes it) is a function word: one of the
+/// English stop words of the analyzer's lists.
+pub fn is_function_word(w: &str) -> bool {
+    neuralcore_core::analysis::Language::English
+        .stop_words()
+        .contains(&w)
+}
+
 /// Whether `sentence` states a value of `kind` that the question (its [`words_of`],
 /// `asked`) does not already hold:
 /// a candidate answer, where a sentence that only repeats the question's own date or
@@ -121,7 +129,6 @@ pub fn words_of(question: &str) -> HashSet<String> {
 /// that is not a date. A capitalised common noun opening a sentence ("Motorists …")
 /// passes for a name: the test errs towards offering.
 pub fn offers(sentence: &str, kind: &str, asked: &HashSet<String>) -> bool {
-    let stop = neuralcore_core::analysis::Language::English.stop_words();
     let words: Vec<&str> = sentence.split_whitespace().collect();
     words.iter().enumerate().any(|(i, &w)| {
         let n = norm(w);
@@ -141,7 +148,7 @@ pub fn offers(sentence: &str, kind: &str, asked: &HashSet<String>) -> bool {
         }
         // The first word is capitalised whatever it is: it may be the name ("Sweden
         // rationed gasoline"), unless it is a function word ("The", "In", "It").
-        let lead = i == 0 && stop.contains(&n.as_str());
+        let lead = i == 0 && is_function_word(&n);
         // "one of the largest" states no count.
         !n.is_empty()
             && n != "one"

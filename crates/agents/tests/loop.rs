@@ -1480,6 +1480,90 @@ fn the_meaning_of_a_sentence_breaks_a_tie_of_words() {
     assert!(r.answer.contains("postcards"), "{why}");
 }
 
+/// The real MiniLM until `fail` is set, then an error on every call: a model that
+/// breaks after the collection was ingested.
+struct BreakingEmbedder {
+    inner: Arc<dyn neuralcore_core::Embedder>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl neuralcore_core::Embedder for BreakingEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn embed(
+        &self,
+        texts: &[&str],
+        kind: neuralcore_core::TextKind,
+    ) -> Result<Vec<Vec<f32>>, neuralcore_core::ModelError> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(neuralcore_core::ModelError::Inference(
+                "the model went away".into(),
+            ));
+        }
+        self.inner.embed(texts, kind)
+    }
+}
+
+/// A model that fails once the collection is in leaves the words to decide: the
+/// question is still answered from the same evidence, by the sentence the words pick
+/// (as a refiner with `semantic: 0` does), and `refine` says why in its message.
+/// (Without the model the grade loses its embedding feature and the chunk would be
+/// AMBIGUOUS with nothing to verify it; the thresholds are lowered so that it is kept,
+/// as this test is about the sentence chosen from kept evidence.)
+#[test]
+fn a_failing_model_leaves_the_words_to_choose_the_sentence() {
+    const BRIDGE: (&str, &str) = (
+        "bridge.md",
+        "# Old mill bridge\n\nThe old mill bridge appeared on many postcards of the town \
+         and was loved by walkers. The old mill bridge fell into the river in 1952, after \
+         floodwater undermined its stone foundations. The old mill bridge was painted \
+         green by the town council.\n",
+    );
+    let mut kb = kb(
+        |cfg| {
+            cfg.grade.evaluator = "features".into();
+            cfg.grade.upper = 0.55;
+            cfg.grade.lower = 0.3;
+        },
+        &[("bridge", &[BRIDGE, BREAD, ZEBRA])],
+    );
+    let engine = Arc::get_mut(&mut kb.engine).expect("not shared yet");
+    let breaking = Arc::new(BreakingEmbedder {
+        inner: engine.embedder().expect("MiniLM"),
+        fail: false.into(),
+    });
+    engine.set_embedder(breaking.clone());
+    breaking
+        .fail
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = ask(
+        &plain(&kb),
+        "Why did the old mill bridge collapse?",
+        &opts("bridge"),
+    );
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert!(r.answer.contains("postcards"), "{why}");
+    let refine: Vec<&str> = r
+        .iterations
+        .iter()
+        .flat_map(|i| &i.stages)
+        .flat_map(|s| &s.results)
+        .filter(|t| t.tool == "refine")
+        .map(|t| t.message.as_str())
+        .collect();
+    assert!(
+        refine
+            .iter()
+            .any(|m| m.contains("words only") && m.contains("the model went away")),
+        "{refine:?}\n{why}"
+    );
+}
+
 /// The real llama.cpp server the test script starts (`NEURALCORE_TEST_LLM_URL`), or
 /// `None` (the test is skipped, saying so) when it is not set.
 fn real_llm() -> Option<LlmClient> {

@@ -155,6 +155,7 @@ impl Tool for RefineTool {
         let mut order: Vec<usize> = (0..strips.len())
             .filter(|&i| strips[i].score > 0.0)
             .collect();
+        let mut words_only = None;
         if semantic > 0.0 && !switches.no_refine && !order.is_empty() {
             // Several questions in one: the whole means none of them; each aspect's
             // sentences are judged by its own sub-question, the others by the nearest.
@@ -185,6 +186,7 @@ impl Tool for RefineTool {
                 .and_then(|q| Ok((q, engine.text_vectors(&collection, &texts, TextKind::Document)?)));
             let vectors = vectors.unwrap_or_else(|e| {
                 tracing::warn!("refine: sentences scored by their words only: {e}");
+                words_only = Some(e.to_string());
                 (None, None)
             });
             if let (Some(asked), Some(said)) = vectors {
@@ -226,7 +228,10 @@ impl Tool for RefineTool {
         }
         // Recompose: chunks by rank, strips in document order within each.
         strips.sort_by_key(|a| (a.chunk_rank, a.span.0));
-        let msg = format!("kept {} of {total} strips from {} chunks", strips.len(), kept.len());
+        let mut msg = format!("kept {} of {total} strips from {} chunks", strips.len(), kept.len());
+        if let Some(e) = words_only {
+            msg.push_str(&format!("; scored by their words only, the model failed: {e}"));
+        }
         let key = write_rounded(ctx, "strips", iteration, &strips)?;
         Ok(Output::wrote(vec![key], msg))
     }
