@@ -130,7 +130,7 @@ if [[ $have_scifact == 1 ]]; then
   # 2-character minimum token length, k1 1.2, b 0.75, and only the body field scored
   # (the body is indexed with the title in front, i.e. bm25s's "title + text"). The
   # tokenizers still differ slightly (bm25s: regex \w\w+; ours: alphanumeric runs).
-  ALIGN=(--variant aligned --stopwords-file "$STOP" --min-token-len 2)
+  ALIGN=(--variant aligned --stopwords-file "$STOP" --min-token-len 2 --no-fold)
   ALIGN_Q=("${ALIGN[@]}" --k1 1.2 --b 0.75 --title-weight 0)
   for round in $(seq 1 "$ROUNDS"); do
     log "round $round/$ROUNDS: indexing (ours, bm25s, ours aligned, ours without stemmer)"

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Both accept `--stopwords-file FILE` (one word per line, replaces the default
-//! stop-word list), `--min-token-len N` and `--stemmer LANG|none`, to align the
+//! stop-word list), `--min-token-len N`, `--stemmer LANG|none` and `--no-fold` (keep
+//! accents, as bm25s does), to align the
 //! analyzer with another tokenizer; `query` also takes `--k1`, `--b` and `--title-weight` (default:
 //! `Bm25Params::default()`). Results are JSON lines on stdout, with the analyzer and
 //! BM25 settings used and `--variant LABEL` (default `default`); reading the JSON
@@ -71,7 +72,7 @@ const USAGE: &str = "usage:
   nc-bench index --corpus FILE [--reps N] [ANALYZER]
   nc-bench query --corpus FILE --queries FILE [--reps N] [--k K] [--qrels FILE] [ANALYZER]
 ANALYZER: [--stopwords-file FILE] [--min-token-len N] [--stemmer LANG|none]
-  [--variant LABEL]
+  [--no-fold] [--variant LABEL]
   query only: [--k1 X] [--b X] [--title-weight X] (default: Bm25Params::default())";
 
 #[derive(Deserialize)]
@@ -99,6 +100,7 @@ struct Opts {
     k: usize,
     stopwords_file: Option<PathBuf>,
     min_token_len: usize,
+    no_fold: bool,
     stemmer: Option<String>,
     bm25: Bm25Params,
     variant: String,
@@ -113,6 +115,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
         k: 10,
         stopwords_file: None,
         min_token_len: 1,
+        no_fold: false,
         stemmer: None,
         bm25: Bm25Params::default(),
         variant: "default".into(),
@@ -134,6 +137,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
             "--stopwords-file" => o.stopwords_file = Some(val()?.into()),
             "--min-token-len" => o.min_token_len = num(val()?)?.max(1),
             "--stemmer" => o.stemmer = Some(val()?),
+            "--no-fold" => o.no_fold = true,
             "--k1" => o.bm25.k1 = parse_num(a, &val()?)?,
             "--b" => o.bm25.b = parse_num(a, &val()?)?,
             "--title-weight" => o.bm25.title_weight = parse_num(a, &val()?)?,
@@ -181,6 +185,7 @@ fn read_qrels(path: &Path) -> Result<HashMap<String, HashMap<String, i64>>> {
 fn analyzer(o: &Opts) -> Result<AnalyzerConfig> {
     let mut cfg = AnalyzerConfig {
         min_token_len: o.min_token_len,
+        fold_accents: !o.no_fold,
         ..AnalyzerConfig::default()
     };
     if let Some(p) = &o.stopwords_file {

@@ -796,8 +796,9 @@ min_token_len = 1
 # Index each chunk with its document title in front (a contextual chunk header).
 title_in_body = true
 # Fold Latin letters with diacritics to ASCII (é → e, ß → ss), so "fiancee" finds
-# "fiancée". Before the stemmer when it is English (or none), after it for another
-# language, whose stemmer reads the accents.
+# "fiancée". Before the stemmer when it is English (or none); after it for another
+# language, whose stemmer reads the accents (there a word typed without them finds
+# the accented one only when both stem alike).
 fold_accents = true
 
 [search]

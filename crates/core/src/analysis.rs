@@ -10,8 +10,8 @@
 //! 3. lower-case character by character (`char::to_lowercase`, without the final-sigma
 //!    rule of `str::to_lowercase`);
 //! 4. drop a token shorter than `min_token_len` characters;
-//! 5. drop stop words (see [`crate::stopwords`]; the lists are spelt with their
-//!    accents);
+//! 5. drop stop words (see [`crate::stopwords`]; with `fold_accents`, a stop word's
+//!    spelling without accents too: `fur` for `für`);
 //! 6. with `fold_accents` (the default) and the English stemmer or none: fold Latin
 //!    letters with diacritics to their ASCII base ([`fold_accents`]: `fiancée` →
 //!    `fiancee`, `Gödel` → `godel`, `straße` → `strasse`), so a query typed without
@@ -23,9 +23,15 @@
 //!
 //! Without folding this is exactly what the index's tantivy chain did
 //! (`SimpleTokenizer`, `RemoveLongFilter::limit(40)`, `LowerCaser`, the minimum
-//! length, `StopWordFilter`, the Snowball `Stemmer`); with it, English is that chain
-//! with tantivy's `AsciiFoldingFilter` before the stemmer, on Latin text (a test in
-//! `neuralcore-index` compares them).
+//! length, `StopWordFilter`, the Snowball `Stemmer`); with it, that chain with the
+//! folded stop words and tantivy's `AsciiFoldingFilter` before the stemmer (English) or
+//! after it, on accented Latin letters (a test in `neuralcore-index` compares them;
+//! tantivy also folds compatibility forms such as ligatures, which this keeps). With
+//! folding, the combining marks of decomposed text stay inside their word (step 1) and
+//! are dropped.
+//!
+//! With another language's stemmer, a word typed without its accents meets the
+//! accented one only when the two stem alike (French `étudiées` and `etudiees` do not).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -218,15 +224,23 @@ fn fold_letter(c: char) -> Option<&'static str> {
         'þ' => "th",
         'ŀ' => "l",
         'ĸ' => "q",
+        'ŋ' => "n",
+        'ĳ' => "ij",
+        'ſ' => "s",
+        'ə' => "e",
         _ => return None,
     })
 }
 
 /// `word` with every Latin letter that carries diacritics replaced by its ASCII base:
-/// a character whose canonical decomposition is an ASCII letter followed by combining
-/// marks only (`é` = `e` + U+0301), and the few Latin letters of [`fold_letter`].
-/// Every other character is kept, so Greek, Cyrillic, Hangul and CJK text is unchanged
-/// and no new token boundary appears. `None` when nothing changes.
+/// a character whose canonical decomposition is an ASCII letter (or a letter of
+/// [`fold_letter`]) followed by combining marks only (`é` = `e` + U+0301, `ǣ` = `æ` +
+/// U+0304), the Latin letters of [`fold_letter`], and a combining mark that follows
+/// an ASCII letter (decomposed text, `e` + U+0301). Every other character is kept, so
+/// Greek, Cyrillic, Hangul and CJK text is unchanged and no new token boundary
+/// appears. Compatibility forms (ligatures such as `ǆ`, fullwidth letters,
+/// superscripts), which tantivy's `AsciiFoldingFilter` also folds, are kept. `None`
+/// when nothing changes.
 pub fn fold_accents(word: &str) -> Option<String> {
     if word.is_ascii() {
         return None;
@@ -255,12 +269,14 @@ pub fn fold_accents(word: &str) -> Option<String> {
             }
         });
         let base = parts[0];
-        if fits
-            && n > 1
-            && base.is_ascii_alphabetic()
-            && parts[1..n].iter().all(|&m| is_combining_mark(m))
-        {
+        let marks_only = fits && n > 1 && parts[1..n].iter().all(|&m| is_combining_mark(m));
+        if marks_only && base.is_ascii_alphabetic() {
             out.push(base);
+            changed = true;
+        } else if let Some(f) = fold_letter(base).filter(|_| marks_only) {
+            out.push_str(f);
+            changed = true;
+        } else if is_combining_mark(c) && out.ends_with(|p: char| p.is_ascii_alphabetic()) {
             changed = true;
         } else {
             out.push(c);
@@ -358,6 +374,12 @@ impl Analyzer {
                 .unwrap_or_default(),
             Stopwords::List(words) => words.iter().map(|w| w.to_lowercase()).collect(),
         };
+        // Folding, a stop word typed without its accents ("fur" for "für") is one too.
+        let mut stop = stop;
+        if cfg.fold_accents {
+            let folded: Vec<String> = stop.iter().filter_map(|w| fold_accents(w)).collect();
+            stop.extend(folded);
+        }
         let stemmer = Language::parse(&cfg.stemmer)?.map(|lang| CachedStemmer {
             lang,
             stemmer: Arc::new(rust_stemmers::Stemmer::create(lang.algorithm())),
@@ -466,12 +488,14 @@ impl Tokens<'_> {
         }
     }
 
-    /// The byte range of the next run of alphanumeric characters.
+    /// The byte range of the next run of alphanumeric characters (and, folding, the
+    /// combining marks of decomposed text within it: `fiance\u{301}e` is one run).
     fn next_run(&mut self) -> Option<(usize, usize)> {
         let (from, _) = self.chars.find(|(_, c)| c.is_alphanumeric())?;
+        let marks = self.analyzer.fold != Fold::Never;
         let to = self
             .chars
-            .find(|(_, c)| !c.is_alphanumeric())
+            .find(|&(_, c)| !(c.is_alphanumeric() || (marks && is_combining_mark(c))))
             .map_or(self.text.len(), |(i, _)| i);
         Some((from, to))
     }
@@ -547,7 +571,10 @@ mod tests {
         assert_eq!(fold("łódź"), "lodz");
         assert_eq!(fold("ærøskøbing"), "aeroskobing");
         assert_eq!(fold("erdős"), "erdos");
-        assert_eq!(fold("ǅ"), "ǅ", "a ligature without a base letter stays");
+        assert_eq!(fold("ǣ"), "ae");
+        assert_eq!(fold("ĳssel"), "ijssel");
+        assert_eq!(fold("fiance\u{301}e"), "fiancee", "decomposed text");
+        assert_eq!(fold("ǅ"), "ǅ", "compatibility forms are kept");
         // Other scripts are left alone: Greek accents, Cyrillic й, Hangul syllables.
         for w in ["σοφός", "йод", "한국어", "東京"] {
             assert_eq!(fold_accents(w), None, "{w}");
@@ -563,6 +590,12 @@ mod tests {
         assert_eq!(en.terms("Kurt Gödel's café"), en.terms("kurt godel's cafe"));
         let none = Analyzer::new(&cfg("none", Stopwords::Named("none".into()), 1)).unwrap();
         assert_eq!(none.terms("Naïve Résumé"), vec!["naive", "resume"]);
+        // Decomposed (NFD) text is one token, folded like the composed one.
+        assert_eq!(en.terms("fiance\u{301}e"), en.terms("fiancée"));
+        // A stop word typed without its accent is dropped too.
+        let de = Analyzer::new(&cfg("german", Stopwords::Named("german".into()), 1)).unwrap();
+        assert_eq!(de.terms("für"), Vec::<String>::new());
+        assert_eq!(de.terms("fur"), Vec::<String>::new());
         // Off: the accents stay, as before.
         let off = Analyzer::new(&AnalyzerConfig {
             fold_accents: false,
