@@ -81,19 +81,13 @@ pub fn disagreement(a: &str, b: &str) -> Option<Disagreement> {
         if new_x.is_empty() || new_y.is_empty() {
             return None;
         }
-        // A sentence's first word is capitalised whatever it is. Opening both sides it
-        // counts as a name ("Sweden rationed …" / "Norway rationed …") unless either is
-        // a function word or a sentence adverb ("The", "However,", "Similarly"): those
-        // open the same statement in other words.
-        let opener = |w: &str| {
-            let n = norm(w);
-            crate::values::is_function_word(&n) || w.ends_with(',') || n.ends_with("ly")
+        // A sentence's first word is capitalised whatever it is: it counts as a name
+        // ("Sweden rationed …" / "Norway rationed …") unless it opens the sentence
+        // without naming anything ("The", "He", "During", "However,").
+        let lead = |new: &[&str], w: &[&str]| {
+            p == 0 && new.first() == w.first() && crate::values::is_opener(w[0])
         };
-        let leads = p == 0
-            && new_x.first() == x.first()
-            && new_y.first() == y.first()
-            && (opener(x[0]) || opener(y[0]));
-        let (lead_x, lead_y) = (leads, leads);
+        let (lead_x, lead_y) = (lead(&new_x, x), lead(&new_y, y));
         if let (Some(kx), Some(ky)) = (value_kind(&new_x, lead_x), value_kind(&new_y, lead_y)) {
             let about = if kx == ky { kx } else { "value" };
             // A figure keeps its currency sign and the unit word both sides share after
@@ -477,8 +471,31 @@ mod tests {
             (d.mine.as_str(), d.theirs.as_str()),
             ("Montpellier", "USSR")
         );
-        // Function words and sentence adverbs open the same statement in other words.
+        // Pronouns, function words and sentence adverbs open the same statement in
+        // other words; a name ending in "ly" is still a name.
+        let d = disagreement(
+            "Italy declared war on the empire in May.",
+            "Romania declared war on the empire in May.",
+        )
+        .unwrap();
+        assert_eq!((d.mine.as_str(), d.theirs.as_str()), ("Italy", "Romania"));
         for (a, b) in [
+            (
+                "He was born in Ulm in 1879.",
+                "Einstein was born in Ulm in 1879.",
+            ),
+            (
+                "His wife died in 1990 in Berlin.",
+                "Her husband died in 1990 in Berlin.",
+            ),
+            (
+                "During the war the bridge was closed.",
+                "After the war the bridge was closed.",
+            ),
+            (
+                "Later the bridge was closed to traffic.",
+                "Afterwards the bridge was closed to traffic.",
+            ),
             (
                 "The tower was completed in 1889 for the fair.",
                 "A tower was completed in 1889 for the fair.",
@@ -498,6 +515,18 @@ mod tests {
         ] {
             assert_eq!(disagreement(a, b), None, "{a} / {b}");
         }
+        assert!(agrees(
+            "He was born in Ulm in 1879.",
+            "Einstein was born in Ulm in 1879."
+        ));
+        // One name spelt with and without its accents is no other value.
+        assert_eq!(
+            disagreement(
+                "The theorem was proved by Kurt Gödel in 1931.",
+                "The theorem was proved by Kurt Godel in 1931."
+            ),
+            None
+        );
     }
 
     #[test]
