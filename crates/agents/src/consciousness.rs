@@ -800,6 +800,9 @@ impl<'a> Run<'a> {
     }
 
     fn note_failure(&mut self, iteration: Option<u32>, r: &ToolResult) {
+        if let Some(why) = &r.degraded {
+            self.failures.push(format!("{}: degraded: {why}", r.tool));
+        }
         if let ToolStatus::Failed { transient } = r.status {
             self.failures.push(format!(
                 "{}: {}{}",

@@ -353,6 +353,11 @@ pub struct ToolResult {
     pub metrics: ToolMetrics,
     /// A human-readable line.
     pub message: String,
+    /// Done, but with less than it should have had (a model that failed, so a
+    /// fallback decided): why. The run counts it among its failures, so its answer is
+    /// not cached. Absent when the tool ran in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
 }
 
 /// What a tool's body returns on success.
@@ -368,6 +373,8 @@ pub struct Output {
     pub tokens: u64,
     /// LLM cost in USD (when priced).
     pub cost_usd: f64,
+    /// Done with a fallback, and why ([`ToolResult::degraded`]).
+    pub degraded: Option<String>,
 }
 
 impl Output {
@@ -439,6 +446,7 @@ pub fn run_tool(
                 cost_usd: out.cost_usd,
             },
             message: out.message,
+            degraded: out.degraded,
         },
         Err(e) => ToolResult {
             tool: spec.name.to_string(),
@@ -451,6 +459,7 @@ pub fn run_tool(
                 ..Default::default()
             },
             message: e.to_string(),
+            degraded: None,
         },
     }
 }

@@ -1562,6 +1562,13 @@ fn a_failing_model_leaves_the_words_to_choose_the_sentence() {
             .any(|m| m.contains("words only") && m.contains("the model went away")),
         "{refine:?}\n{why}"
     );
+    // A fallback is a failure of the run: its answer is not cached as a full one.
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| f.starts_with("refine: degraded:") && f.contains("the model went away")),
+        "{why}"
+    );
 }
 
 /// The real llama.cpp server the test script starts (`NEURALCORE_TEST_LLM_URL`), or

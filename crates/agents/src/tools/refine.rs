@@ -229,11 +229,14 @@ impl Tool for RefineTool {
         // Recompose: chunks by rank, strips in document order within each.
         strips.sort_by_key(|a| (a.chunk_rank, a.span.0));
         let mut msg = format!("kept {} of {total} strips from {} chunks", strips.len(), kept.len());
-        if let Some(e) = words_only {
+        if let Some(e) = &words_only {
             msg.push_str(&format!("; scored by their words only, the model failed: {e}"));
         }
         let key = write_rounded(ctx, "strips", iteration, &strips)?;
-        Ok(Output::wrote(vec![key], msg))
+        Ok(Output {
+            degraded: words_only.map(|e| format!("sentences scored by their words only: {e}")),
+            ..Output::wrote(vec![key], msg)
+        })
     }
 }
 
