@@ -355,9 +355,24 @@ fn word_boundary(text: &str, start: usize, end: usize) -> bool {
     !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
 }
 
+/// What `core` is swapped for: `value`, with the sentence's closing punctuation when
+/// the core ends with it and the value does not (gold `Book of Isaiah.` → `The Wind
+/// Waker.`, or the copy's sentence would run into the next).
+fn swapped_value(core: &str, value: &str) -> String {
+    let body = core.trim_end_matches(['.', '!', '?']);
+    let tail = &core[body.len()..];
+    if tail.is_empty() || value.ends_with(tail) {
+        value.to_string()
+    } else {
+        format!("{value}{tail}")
+    }
+}
+
 /// `context` with every occurrence (on word boundaries) of every gold variant replaced by
-/// the variant with `core` swapped for `value`; `None` when nothing was replaced.
+/// the variant with `core` swapped for `value` (keeping the core's closing period);
+/// `None` when nothing was replaced.
 pub fn replace_answer(context: &str, golds: &[String], core: &str, value: &str) -> Option<String> {
+    let value = swapped_value(core, value);
     let mut hits: Vec<(usize, usize, String)> = Vec::new();
     for g in golds {
         if g.is_empty() {
@@ -367,7 +382,7 @@ pub fn replace_answer(context: &str, golds: &[String], core: &str, value: &str) 
         while let Some(i) = context[from..].find(g.as_str()) {
             let (s, e) = (from + i, from + i + g.len());
             if word_boundary(context, s, e) {
-                hits.push((s, e, g.replacen(core, value, 1)));
+                hits.push((s, e, g.replacen(core, &value, 1)));
             }
             from = s + context[s..].chars().next().map_or(1, char::len_utf8);
         }
@@ -606,9 +621,13 @@ pub fn derive_conflicts(path: &Path, opts: &DeriveOptions) -> Result<DerivedSet,
     let mut seen = HashSet::new();
     for c in &candidates {
         if seen.insert((c.kind, normalize_answer(c.core))) {
-            pool.entry(c.kind)
-                .or_default()
-                .push((c.core, c.words, c.q.id.as_str(), c.shape));
+            // A value goes mid-sentence: without the core's closing period.
+            pool.entry(c.kind).or_default().push((
+                c.core.trim_end_matches(['.', '!', '?']),
+                c.words,
+                c.q.id.as_str(),
+                c.shape,
+            ));
         }
     }
     let mut rng = Rng(opts.seed);
@@ -667,7 +686,7 @@ pub fn derive_conflicts(path: &Path, opts: &DeriveOptions) -> Result<DerivedSet,
                 && !stray_period(&copy, v)
                 && !answer_contains(&copy, &c.q.answers)
                 && answer_contains(&copy, &[v.to_string()])
-                && copy.replace(v, c.core) == c.context
+                && copy.replace(&swapped_value(c.core, v), c.core) == c.context
                 && !texts_seen.contains(&copy)
                 && c.excerpt.as_ref().is_some_and(|e| !texts_seen.contains(e));
             clean.then(|| (v.to_string(), copy))

@@ -97,6 +97,17 @@ fn replacement_swaps_every_variant_on_word_boundaries() {
         "Bern",
     );
     assert_eq!(copy.as_deref(), Some("Ça à Bern, Zürichsee."));
+    // A gold answer that takes the sentence's period along keeps it in the copy.
+    let copy = replace_answer(
+        "It was based upon a passage in the Book of Isaiah. In 1997 they released a song.",
+        &strings(&["Book of Isaiah."]),
+        "Book of Isaiah.",
+        "The Wind Waker",
+    );
+    assert_eq!(
+        copy.as_deref(),
+        Some("It was based upon a passage in the The Wind Waker. In 1997 they released a song.")
+    );
 }
 
 #[test]
