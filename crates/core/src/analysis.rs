@@ -10,8 +10,8 @@
 //! 3. lower-case character by character (`char::to_lowercase`, without the final-sigma
 //!    rule of `str::to_lowercase`);
 //! 4. drop a token shorter than `min_token_len` characters;
-//! 5. drop stop words (see [`crate::stopwords`]; with `fold_accents`, a stop word's
-//!    spelling without accents too: `fur` for `für`);
+//! 5. drop stop words (see [`crate::stopwords`]; with `fold_accents` and the English
+//!    stemmer or none, a listed stop word's spelling without accents too);
 //! 6. with `fold_accents` (the default) and the English stemmer or none: fold Latin
 //!    letters with diacritics to their ASCII base ([`fold_accents`]: `fiancée` →
 //!    `fiancee`, `Gödel` → `godel`, `straße` → `strasse`), so a query typed without
@@ -23,12 +23,12 @@
 //!
 //! Without folding this is exactly what the index's tantivy chain did
 //! (`SimpleTokenizer`, `RemoveLongFilter::limit(40)`, `LowerCaser`, the minimum
-//! length, `StopWordFilter`, the Snowball `Stemmer`); with it, that chain with the
-//! folded stop words and tantivy's `AsciiFoldingFilter` before the stemmer (English) or
-//! after it, on accented Latin letters (a test in `neuralcore-index` compares them;
+//! length, `StopWordFilter`, the Snowball `Stemmer`); with it, that chain with
+//! tantivy's `AsciiFoldingFilter` before the stemmer (English, and the stop words'
+//! folded spellings) or after it (the others), on accented Latin letters (a test in `neuralcore-index` compares them;
 //! tantivy also folds compatibility forms such as ligatures, which this keeps). With
-//! folding, the combining marks of decomposed text stay inside their word (step 1) and
-//! are dropped.
+//! folding, the combining marks of decomposed text stay inside their word (step 1),
+//! which is composed (NFC) before anything else.
 //!
 //! With another language's stemmer, a word typed without its accents meets the
 //! accented one only when the two stem alike (French `étudiées` and `etudiees` do not).
@@ -40,7 +40,13 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use unicode_normalization::UnicodeNormalization;
+
 use crate::stopwords;
+
+/// Raised when the same settings make other terms (2: accent folding), so indexes
+/// built before are rebuilt ([`AnalyzerConfig::fingerprint`]).
+pub const ANALYZER_REVISION: u32 = 2;
 
 /// Tokens this long in bytes, or longer, are dropped (tantivy's `RemoveLongFilter`
 /// limit the index always used).
@@ -89,9 +95,14 @@ impl Default for AnalyzerConfig {
 }
 
 impl AnalyzerConfig {
-    /// A short fingerprint: an index built with another fingerprint is rebuilt.
+    /// A short fingerprint: an index built with another fingerprint is rebuilt. The
+    /// settings and [`ANALYZER_REVISION`], so a change of what the same settings make
+    /// rebuilds too.
     pub fn fingerprint(&self) -> String {
-        serde_json::to_string(self).expect("serializable")
+        format!(
+            "{} r{ANALYZER_REVISION}",
+            serde_json::to_string(self).expect("serializable")
+        )
     }
 }
 
@@ -374,9 +385,16 @@ impl Analyzer {
                 .unwrap_or_default(),
             Stopwords::List(words) => words.iter().map(|w| w.to_lowercase()).collect(),
         };
-        // Folding, a stop word typed without its accents ("fur" for "für") is one too.
+        // Folding before the stem (English or no stemmer), a stop word typed without its
+        // accents ("cafe" for a listed "café") is one too. Not for another language's
+        // stemmer: its folded stop words are often words (Swedish "är" → "ar", as "år"
+        // folds), and its users type the accents.
+        let english_or_none = matches!(
+            Language::parse(&cfg.stemmer)?,
+            None | Some(Language::English)
+        );
         let mut stop = stop;
-        if cfg.fold_accents {
+        if cfg.fold_accents && english_or_none {
             let folded: Vec<String> = stop.iter().filter_map(|w| fold_accents(w)).collect();
             stop.extend(folded);
         }
@@ -449,7 +467,17 @@ impl Tokens<'_> {
         loop {
             let (from, to) = self.next_run()?;
             self.position = self.position.wrapping_add(1);
-            let run = &self.text[from..to];
+            let mut run = &self.text[from..to];
+            // Decomposed text (`e` + U+0301), kept in one run when folding: composed
+            // first, so it is the same word as the composed spelling from here on.
+            let composed: String;
+            if self.analyzer.fold != Fold::Never
+                && !run.is_ascii()
+                && run.chars().any(is_combining_mark)
+            {
+                composed = run.nfc().collect();
+                run = &composed;
+            }
             if run.len() >= MAX_TOKEN_BYTES {
                 continue;
             }
@@ -592,10 +620,16 @@ mod tests {
         assert_eq!(none.terms("Naïve Résumé"), vec!["naive", "resume"]);
         // Decomposed (NFD) text is one token, folded like the composed one.
         assert_eq!(en.terms("fiance\u{301}e"), en.terms("fiancée"));
-        // A stop word typed without its accent is dropped too.
+        // A stop word typed without its accent is dropped too (folding before the stem);
+        // another language's folded stop words are left alone: they are often words.
+        let listed = Analyzer::new(&cfg("none", Stopwords::List(vec!["café".into()]), 1)).unwrap();
+        assert!(listed.terms("café cafe").is_empty());
         let de = Analyzer::new(&cfg("german", Stopwords::Named("german".into()), 1)).unwrap();
         assert_eq!(de.terms("für"), Vec::<String>::new());
-        assert_eq!(de.terms("fur"), Vec::<String>::new());
+        assert_eq!(de.terms("fur"), vec!["fur"]);
+        // Decomposed text is composed first: with another language's stemmer too.
+        let fr = Analyzer::new(&cfg("french", Stopwords::Named("french".into()), 1)).unwrap();
+        assert_eq!(fr.terms("e\u{301}tudie\u{301}es"), fr.terms("étudiées"));
         // Off: the accents stay, as before.
         let off = Analyzer::new(&AnalyzerConfig {
             fold_accents: false,
