@@ -515,6 +515,12 @@ mod tests {
         ] {
             assert_eq!(disagreement(a, b), None, "{a} / {b}");
         }
+        let d = disagreement(
+            "US forces landed at Normandy in 1944.",
+            "British forces landed at Normandy in 1944.",
+        )
+        .unwrap();
+        assert_eq!((d.mine.as_str(), d.theirs.as_str()), ("US", "British"));
         assert!(agrees(
             "He was born in Ulm in 1879.",
             "Einstein was born in Ulm in 1879."

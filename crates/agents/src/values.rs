@@ -156,7 +156,6 @@ const OPENERS: &[&str] = &[
     "many",
     "most",
     "much",
-    "more",
     "both",
     "all",
     "any",
@@ -304,9 +303,14 @@ const OPENERS: &[&str] = &[
 /// Whether a sentence's first word opens it without naming anything: a function word
 /// ([`is_function_word`]), one of [`OPENERS`], or a word set off by a comma
 /// ("Consequently, …"). Any other capitalised first word may be a name ("Sweden
-/// rationed …").
+/// rationed …"), and so is an acronym ("US forces …", "WHO declared …").
 pub fn is_opener(word: &str) -> bool {
     let n = norm(word);
+    // An acronym ("US", "WHO") names something even when it spells a function word.
+    let letters: Vec<char> = word.chars().filter(|c| c.is_alphabetic()).collect();
+    if letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase()) {
+        return false;
+    }
     word.ends_with(',') || is_function_word(&n) || OPENERS.contains(&n.as_str())
 }
 

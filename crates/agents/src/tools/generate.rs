@@ -78,6 +78,8 @@ impl Tool for GenerateTool {
             .and_then(|e| serde_json::from_value::<BudgetLeft>(e.value).ok())
             .unwrap_or_default();
 
+        // Why the LLM's answer gave way to the extractive one, when it failed.
+        let mut llm_failed: Option<String> = None;
         let answer = match decision.as_ref() {
             Some(d) if !d.retrieve && d.kind != "enough_evidence" => {
                 direct(ctx, d, &question, llm.filter(|_| !switches.skip_expensive))?
@@ -117,6 +119,7 @@ impl Tool for GenerateTool {
                                 Ok(a) => out = Some(a),
                                 Err((e, used)) => {
                                     spent = used;
+                                    llm_failed = Some(format!("the LLM failed ({e})"));
                                     note = Some(format!(
                                         "LLM failed ({e}); degraded to an extractive answer"
                                     ))
@@ -150,6 +153,7 @@ impl Tool for GenerateTool {
         let mut out = Output::wrote(vec![key], msg);
         out.tokens = tokens;
         out.cost_usd = cost_usd;
+        out.degraded = llm_failed.map(|e| format!("{e}; extractive answer"));
         Ok(out)
     }
 }

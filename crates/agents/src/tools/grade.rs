@@ -252,7 +252,7 @@ impl Tool for GradeTool {
         } else if engine.config().grade.evaluator == "llm" {
             msg.push_str("; grade.evaluator is llm but no LLM is available: features used");
         }
-        if let Some(e) = last_llm_error {
+        if let Some(e) = &last_llm_error {
             msg.push_str(&format!(
                 "; the LLM grader failed on {llm_failures} chunk(s), features used for them ({e})"
             ));
@@ -260,6 +260,9 @@ impl Tool for GradeTool {
         let mut out = Output::wrote(vec![key], msg);
         out.tokens = spent.tokens;
         out.cost_usd = spent.usd;
+        out.degraded = last_llm_error.map(|e| {
+            format!("the LLM grader failed on {llm_failures} chunk(s), features used ({e})")
+        });
         Ok(out)
     }
 }

@@ -45,6 +45,7 @@ impl Tool for PlanTool {
         let use_llm: bool = ctx.param("llm", true);
         let mut plan = plan(&query);
         let mut spent = crate::llm_judge::Spent::default();
+        let mut degraded = None;
         // With an LLM, the first plan is the model's (the deterministic one if it fails);
         // later iterations follow reflection either way.
         if let Some(client) = ctx
@@ -59,7 +60,8 @@ impl Tool for PlanTool {
                 match r {
                     Ok(p) => plan = p,
                     Err(e) => {
-                        plan.reason = format!("{}; the LLM planner failed ({e})", plan.reason)
+                        plan.reason = format!("{}; the LLM planner failed ({e})", plan.reason);
+                        degraded = Some(format!("the LLM planner failed, rules planned ({e})"));
                     }
                 }
             }
@@ -84,6 +86,7 @@ impl Tool for PlanTool {
         let mut out = Output::wrote(vec![key], msg);
         out.tokens = spent.tokens;
         out.cost_usd = spent.usd;
+        out.degraded = degraded;
         Ok(out)
     }
 }

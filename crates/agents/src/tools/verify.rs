@@ -278,10 +278,13 @@ impl Tool for VerifyTool {
         if revived > 0 {
             msg.push_str(&format!("; {revived} graded lower kept as the other side of a dispute"));
         }
-        if let Some(n) = web_note {
+        if let Some(n) = &web_note {
             msg.push_str(&format!("; {n}"));
         }
-        Ok(Output::wrote(vec![key], msg))
+        Ok(Output {
+            degraded: web_note,
+            ..Output::wrote(vec![key], msg)
+        })
     }
 }
 
