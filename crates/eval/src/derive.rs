@@ -355,11 +355,38 @@ fn word_boundary(text: &str, start: usize, end: usize) -> bool {
     !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
 }
 
-/// What `core` is swapped for: `value`, with the sentence's closing punctuation when
-/// the core ends with it and the value does not (gold `Book of Isaiah.` → `The Wind
+/// Abbreviations whose period is their own, not the sentence's.
+const ABBREVIATIONS: &[&str] = &[
+    "jr", "sr", "st", "mt", "inc", "co", "ltd", "corp", "dr", "mr", "mrs", "ms", "no", "vs",
+    "bros", "gen", "col", "lt", "sgt", "capt", "prof", "rev", "ft", "ave",
+];
+
+/// `text` without the sentence's closing period it ends with, if it does: a final `.`
+/// after a word that is no abbreviation (not `U.S.`, `Jr.`, a single letter). `!` and
+/// `?` stay: they belong to names (`Jeopardy!`).
+fn sentence_body(text: &str) -> &str {
+    let Some(body) = text.strip_suffix('.') else {
+        return text;
+    };
+    let last = body
+        .rsplit(|c: char| !c.is_alphanumeric() && c != '.')
+        .next()
+        .unwrap_or("");
+    let abbreviation = last.contains('.')
+        || last.chars().count() <= 1
+        || ABBREVIATIONS.contains(&last.to_lowercase().as_str());
+    if abbreviation {
+        text
+    } else {
+        body
+    }
+}
+
+/// What `core` is swapped for: `value`, with the sentence's closing period when the
+/// core ends with one and the value does not (gold `Book of Isaiah.` → `The Wind
 /// Waker.`, or the copy's sentence would run into the next).
 fn swapped_value(core: &str, value: &str) -> String {
-    let body = core.trim_end_matches(['.', '!', '?']);
+    let body = sentence_body(core);
     let tail = &core[body.len()..];
     if tail.is_empty() || value.ends_with(tail) {
         value.to_string()
@@ -623,7 +650,7 @@ pub fn derive_conflicts(path: &Path, opts: &DeriveOptions) -> Result<DerivedSet,
         if seen.insert((c.kind, normalize_answer(c.core))) {
             // A value goes mid-sentence: without the core's closing period.
             pool.entry(c.kind).or_default().push((
-                c.core.trim_end_matches(['.', '!', '?']),
+                sentence_body(c.core),
                 c.words,
                 c.q.id.as_str(),
                 c.shape,

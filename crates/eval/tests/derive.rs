@@ -108,6 +108,20 @@ fn replacement_swaps_every_variant_on_word_boundaries() {
         copy.as_deref(),
         Some("It was based upon a passage in the The Wind Waker. In 1997 they released a song.")
     );
+    // An abbreviation's period is its own: not carried over.
+    for core in ["U.S.", "Martin Luther King Jr."] {
+        let copy = replace_answer(
+            &format!("It was run by the {core} Navy."),
+            &strings(&[core]),
+            core,
+            "Texas",
+        );
+        assert_eq!(
+            copy.as_deref(),
+            Some("It was run by the Texas Navy."),
+            "{core}"
+        );
+    }
 }
 
 #[test]
