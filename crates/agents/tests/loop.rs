@@ -1438,18 +1438,20 @@ fn a_dispute_keeps_its_other_side_though_graded_lower() {
     );
 }
 
+/// Three sentences that name the bridge; one says why it fell.
+const BRIDGE: (&str, &str) = (
+    "bridge.md",
+    "# Old mill bridge\n\nThe old mill bridge appeared on many postcards of the town \
+     and was loved by walkers. The old mill bridge fell into the river in 1952, after \
+     floodwater undermined its stone foundations. The old mill bridge was painted \
+     green by the town council.\n",
+);
+
 /// Every sentence of a document names its bridge; one says why it fell. The words tie,
 /// the meaning decides: `refine` weighs each sentence's embedding against the
 /// question's. A refiner agent that sets that weight to 0 gets the first sentence.
 #[test]
 fn the_meaning_of_a_sentence_breaks_a_tie_of_words() {
-    const BRIDGE: (&str, &str) = (
-        "bridge.md",
-        "# Old mill bridge\n\nThe old mill bridge appeared on many postcards of the town \
-         and was loved by walkers. The old mill bridge fell into the river in 1952, after \
-         floodwater undermined its stone foundations. The old mill bridge was painted \
-         green by the town council.\n",
-    );
     let kb = kb(|_| {}, &[("bridge", &[BRIDGE, BREAD, ZEBRA])]);
     let question = "Why did the old mill bridge collapse?";
     let r = ask(&plain(&kb), question, &opts("bridge"));
@@ -1516,13 +1518,6 @@ impl neuralcore_core::Embedder for BreakingEmbedder {
 /// as this test is about the sentence chosen from kept evidence.)
 #[test]
 fn a_failing_model_leaves_the_words_to_choose_the_sentence() {
-    const BRIDGE: (&str, &str) = (
-        "bridge.md",
-        "# Old mill bridge\n\nThe old mill bridge appeared on many postcards of the town \
-         and was loved by walkers. The old mill bridge fell into the river in 1952, after \
-         floodwater undermined its stone foundations. The old mill bridge was painted \
-         green by the town council.\n",
-    );
     let mut kb = kb(
         |cfg| {
             cfg.grade.evaluator = "features".into();
