@@ -141,9 +141,7 @@ const OPENERS: &[&str] = &[
     "i",
     "my",
     "its",
-    "they",
     "them",
-    "their",
     "theirs",
     "one",
     "ones",
@@ -164,11 +162,7 @@ const OPENERS: &[&str] = &[
     "other",
     "others",
     "another",
-    "such",
     "those",
-    "these",
-    "this",
-    "that",
     "during",
     "after",
     "before",
@@ -183,9 +177,7 @@ const OPENERS: &[&str] = &[
     "whereas",
     "unless",
     "once",
-    "as",
     "from",
-    "with",
     "without",
     "within",
     "among",
@@ -213,9 +205,7 @@ const OPENERS: &[&str] = &[
     "like",
     "via",
     "here",
-    "there",
     "now",
-    "then",
     "later",
     "earlier",
     "today",
@@ -307,8 +297,8 @@ const OPENERS: &[&str] = &[
 pub fn is_opener(word: &str) -> bool {
     let n = norm(word);
     // An acronym ("US", "WHO") names something even when it spells a function word.
-    let letters: Vec<char> = word.chars().filter(|c| c.is_alphabetic()).collect();
-    if letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase()) {
+    let mut letters = word.chars().filter(|c| c.is_alphabetic());
+    if letters.clone().nth(1).is_some() && letters.all(char::is_uppercase) {
         return false;
     }
     word.ends_with(',') || is_function_word(&n) || OPENERS.contains(&n.as_str())

@@ -25,10 +25,10 @@
 //! (`SimpleTokenizer`, `RemoveLongFilter::limit(40)`, `LowerCaser`, the minimum
 //! length, `StopWordFilter`, the Snowball `Stemmer`); with it, that chain with
 //! tantivy's `AsciiFoldingFilter` before the stemmer (English, and the stop words'
-//! folded spellings) or after it (the others), on accented Latin letters (a test in `neuralcore-index` compares them;
-//! tantivy also folds compatibility forms such as ligatures, which this keeps). With
-//! folding, the combining marks of decomposed text stay inside their word (step 1),
-//! which is composed (NFC) before anything else.
+//! folded spellings) or after it (the others), on accented Latin letters (a test in
+//! `neuralcore-index` compares them; tantivy also folds compatibility forms such as
+//! ligatures, which this keeps). With folding, the combining marks of decomposed text
+//! stay inside their word (step 1), which is composed (NFC) before anything else.
 //!
 //! With another language's stemmer, a word typed without its accents meets the
 //! accented one only when the two stem alike (French `étudiées` and `etudiees` do not).
@@ -385,29 +385,25 @@ impl Analyzer {
                 .unwrap_or_default(),
             Stopwords::List(words) => words.iter().map(|w| w.to_lowercase()).collect(),
         };
-        // Folding before the stem (English or no stemmer), a stop word typed without its
-        // accents ("cafe" for a listed "café") is one too. Not for another language's
-        // stemmer: its folded stop words are often words (Swedish "är" → "ar", as "år"
-        // folds), and its users type the accents.
-        let english_or_none = matches!(
-            Language::parse(&cfg.stemmer)?,
-            None | Some(Language::English)
-        );
+        let lang = Language::parse(&cfg.stemmer)?;
+        let fold = match (lang, cfg.fold_accents) {
+            (_, false) => Fold::Never,
+            (None | Some(Language::English), true) => Fold::BeforeStem,
+            (Some(_), true) => Fold::AfterStem,
+        };
+        // Folding before the stem, a stop word typed without its accents ("cafe" for a
+        // listed "café") is one too. Not after another language's stemmer: its folded
+        // stop words are often words (Swedish "är" → "ar", as "år" folds), and its
+        // users type the accents.
         let mut stop = stop;
-        if cfg.fold_accents && english_or_none {
+        if fold == Fold::BeforeStem {
             let folded: Vec<String> = stop.iter().filter_map(|w| fold_accents(w)).collect();
             stop.extend(folded);
         }
-        let stemmer = Language::parse(&cfg.stemmer)?.map(|lang| CachedStemmer {
+        let stemmer = lang.map(|lang| CachedStemmer {
             lang,
             stemmer: Arc::new(rust_stemmers::Stemmer::create(lang.algorithm())),
         });
-        let fold = match (&stemmer, cfg.fold_accents) {
-            (_, false) => Fold::Never,
-            (None, true) => Fold::BeforeStem,
-            (Some(s), true) if s.lang == Language::English => Fold::BeforeStem,
-            (Some(_), true) => Fold::AfterStem,
-        };
         Ok(Analyzer {
             stop: Arc::new(stop),
             stemmer,
