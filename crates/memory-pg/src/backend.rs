@@ -10,8 +10,8 @@ use neuralcore_memory::{
 use postgres::types::ToSql;
 use postgres::Row;
 
-use crate::error;
-use crate::pool::{Conn, Pool};
+use neuralcore_pg::{Conn, PgError, Pool};
+
 use crate::sql::{self, Sql, Q};
 
 /// Key of the advisory lock that serializes schema creation across clients (several
@@ -70,32 +70,19 @@ impl fmt::Debug for PgBackend {
     }
 }
 
-/// `url` as shown in messages: from the parsed configuration, without the password.
-fn shown_url(c: &postgres::Config) -> String {
-    use postgres::config::Host;
-    let user = c.get_user().unwrap_or("");
-    let hosts: Vec<String> = c
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let host = match h {
-                Host::Tcp(s) => s.clone(),
-                Host::Unix(p) => p.display().to_string(),
-            };
-            let port = c.get_ports().get(i).or(c.get_ports().first());
-            match port {
-                Some(p) => format!("{host}:{p}"),
-                None => host,
-            }
-        })
-        .collect();
-    let at = if user.is_empty() { "" } else { "@" };
-    format!(
-        "postgres://{user}{at}{}/{}",
-        hosts.join(","),
-        c.get_dbname().unwrap_or("")
-    )
+/// A PostgreSQL failure as a memory error; a value PostgreSQL cannot store is named.
+fn mem(e: PgError) -> MemoryError {
+    match e {
+        PgError::Unavailable(m) => MemoryError::Unavailable(m),
+        PgError::Invalid(m) => {
+            MemoryError::Invalid(format!("{m} (no NUL in ids, scopes or nodes)"))
+        }
+        PgError::Backend(m) => MemoryError::Backend(m),
+    }
+}
+
+fn unavailable(e: &MemoryError) -> bool {
+    matches!(e, MemoryError::Unavailable(_))
 }
 
 fn corrupt(what: &str, e: impl fmt::Display) -> MemoryError {
@@ -115,27 +102,14 @@ impl PgBackend {
 
     /// [`PgBackend::connect`] with options.
     pub fn connect_with(url: &str, schema: &str, opts: PgOptions) -> MemResult<Self> {
-        let quoted = sql::quote_ident(schema).ok_or_else(|| {
+        let quoted = neuralcore_pg::quote_ident(schema).ok_or_else(|| {
             MemoryError::Invalid(format!(
                 "schema name {schema:?} must be 1 to 63 ASCII letters, digits or '_', \
                  not starting with a digit"
             ))
         })?;
-        let mut config: postgres::Config = url.parse().map_err(|e| {
-            MemoryError::Invalid(format!(
-                "invalid PostgreSQL URL {:?}: {e} (expected postgres://user@host:port/db)",
-                error::redact(url)
-            ))
-        })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(opts.connect_timeout);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("neuralcore-memory");
-        }
-        // `CREATE ... IF NOT EXISTS` answers with notices; keep them out of the log.
-        config.notice_callback(|n| tracing::trace!(notice = n.message(), "postgres notice"));
-        let shown = shown_url(&config);
+        let (config, shown) =
+            neuralcore_pg::config(url, "neuralcore-memory", opts.connect_timeout).map_err(mem)?;
         let pool = Pool::new(config, shown, opts.pool_size, opts.pool_wait);
         let vector = Self::setup(&pool, &quoted, opts.pgvector)?;
         tracing::debug!(url = %pool.url, schema, vector = ?vector, "memory-pg connected");
@@ -153,8 +127,8 @@ impl PgBackend {
     /// type name when the embedding column is a `vector`.
     fn setup(pool: &Pool, schema: &str, pgvector: bool) -> MemResult<Option<String>> {
         let url = &pool.url;
-        let map = |e| error::map(e, url);
-        let mut conn = pool.get()?;
+        let map = |e| mem(neuralcore_pg::map(e, url));
+        let mut conn = pool.get().map_err(mem)?;
         let mut tx = conn.client.transaction().map_err(map)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
             .map_err(map)?;
@@ -217,51 +191,36 @@ impl PgBackend {
     /// Drop the schema and everything in it (for tests and cleanup). The backend is
     /// unusable afterwards.
     pub fn drop_schema(&self) -> MemResult<()> {
-        let mut conn = self.pool.get()?;
+        let mut conn = self.pool.get().map_err(mem)?;
         conn.client
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.quoted))
             .map_err(|e| self.err(e))
     }
 
     fn err(&self, e: postgres::Error) -> MemoryError {
-        error::map(e, &self.pool.url)
+        mem(neuralcore_pg::map(e, &self.pool.url))
     }
 
-    /// Run a read on a pooled connection. When it fails as `Unavailable` on a connection
-    /// that had been used before (the server restarted, or ended an idle session), that
-    /// connection is dropped and the read runs once more on a fresh one.
+    /// A read on a pooled connection (retried once on a fresh connection when a used
+    /// one had gone stale).
     fn read<T>(&self, f: impl Fn(&mut Conn) -> MemResult<T>) -> MemResult<T> {
-        let mut conn = self.pool.get()?;
-        match f(&mut conn) {
-            Err(MemoryError::Unavailable(e)) => {
-                conn.broken = true;
-                if !conn.reused {
-                    return Err(MemoryError::Unavailable(e));
-                }
-                tracing::debug!(error = %e, "memory-pg: stale connection; retrying the read");
-                drop(conn);
-                let mut conn = self.pool.get()?;
-                let r = f(&mut conn);
-                conn.broken = matches!(r, Err(MemoryError::Unavailable(_)));
-                r
-            }
-            r => r,
-        }
+        self.pool.read(mem, unavailable, f)
     }
 
-    /// Run a write on a pooled connection; a connection that failed as `Unavailable` is
-    /// dropped. Writes are not retried: whether a lost commit happened is unknown.
+    /// A write on a pooled connection (never retried).
     fn write<T>(&self, f: impl FnOnce(&mut Conn) -> MemResult<T>) -> MemResult<T> {
-        let mut conn = self.pool.get()?;
-        let r = f(&mut conn);
-        conn.broken = matches!(r, Err(MemoryError::Unavailable(_)));
-        r
+        self.pool.write(mem, unavailable, f)
+    }
+
+    /// The prepared statement for `q` on `c`.
+    fn stmt(&self, c: &mut Conn, q: Q) -> MemResult<postgres::Statement> {
+        c.stmt(self.sql.text(q), &self.pool.url).map_err(mem)
     }
 
     /// Rows of a prepared read.
     fn rows(&self, q: Q, params: &[&(dyn ToSql + Sync)]) -> MemResult<Vec<Row>> {
         self.read(|c| {
-            let s = c.stmt(&self.sql, q, &self.pool.url)?;
+            let s = self.stmt(c, q)?;
             c.client.query(&s, params).map_err(|e| self.err(e))
         })
     }
@@ -356,8 +315,8 @@ impl MemoryBackend for PgBackend {
         let enc = self.encode(m)?;
         let entries = encode_audit(audit)?;
         self.write(|c| {
-            let insert = c.stmt(&self.sql, Q::Insert, &self.pool.url)?;
-            let add = c.stmt(&self.sql, Q::AuditAdd, &self.pool.url)?;
+            let insert = self.stmt(c, Q::Insert)?;
+            let add = self.stmt(c, Q::AuditAdd)?;
             let mut tx = c.client.transaction().map_err(|e| self.err(e))?;
             if tx
                 .execute(&insert, &enc.params())
@@ -434,9 +393,9 @@ impl MemoryBackend for PgBackend {
 
     fn update(&self, id: &str, f: Update<'_>) -> MemResult<Memory> {
         self.write(|c| {
-            let lock = c.stmt(&self.sql, Q::Lock, &self.pool.url)?;
-            let write = c.stmt(&self.sql, Q::Write, &self.pool.url)?;
-            let add = c.stmt(&self.sql, Q::AuditAdd, &self.pool.url)?;
+            let lock = self.stmt(c, Q::Lock)?;
+            let write = self.stmt(c, Q::Write)?;
+            let add = self.stmt(c, Q::AuditAdd)?;
             // Every early return below drops `tx`, which rolls back and releases the lock.
             let mut tx = c.client.transaction().map_err(|e| self.err(e))?;
             let row = tx
@@ -473,7 +432,7 @@ impl MemoryBackend for PgBackend {
         let body = serde_json::to_string(r)
             .map_err(|e| MemoryError::Backend(format!("cannot encode relation: {e}")))?;
         let n = self.write(|c| {
-            let s = c.stmt(&self.sql, Q::RelAdd, &self.pool.url)?;
+            let s = self.stmt(c, Q::RelAdd)?;
             c.client
                 .execute(&s, &[&r.from, &r.kind.as_str(), &r.to, &body])
                 .map_err(|e| self.err(e))
@@ -483,7 +442,7 @@ impl MemoryBackend for PgBackend {
 
     fn remove_relation(&self, from: &str, kind: RelKind, to: &str) -> MemResult<bool> {
         let n = self.write(|c| {
-            let s = c.stmt(&self.sql, Q::RelRemove, &self.pool.url)?;
+            let s = self.stmt(c, Q::RelRemove)?;
             c.client
                 .execute(&s, &[&from, &kind.as_str(), &to])
                 .map_err(|e| self.err(e))

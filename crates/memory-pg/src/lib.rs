@@ -20,8 +20,10 @@
 //!   later; else into `real[]`. Either way they round-trip exactly.
 //! - **The synchronous `postgres` client** (tokio-postgres on a private current-thread
 //!   runtime), because [`MemoryBackend`] is synchronous; a small pool
-//!   ([`PgOptions::pool_size`]) lets threads work in parallel. No TLS: the server is
-//!   expected on loopback or a private network.
+//!   ([`PgOptions::pool_size`]) lets threads work in parallel. The pool, the error
+//!   classification and URL redaction are `neuralcore-pg`'s, shared with the document
+//!   store on PostgreSQL. No TLS: the server is expected on loopback or a private
+//!   network.
 //!
 //! Errors: an unreachable server, a timeout, a server shutting down, a deadlock or a
 //! serialization failure are [`MemoryError::Unavailable`] (retry), with the URL shown
@@ -77,8 +79,6 @@
 #![warn(missing_docs)]
 
 mod backend;
-mod error;
-mod pool;
 mod sql;
 
 pub use backend::{PgBackend, PgOptions};

@@ -9,16 +9,6 @@ pub(crate) fn fits_vector(v: &[f32]) -> bool {
     !v.is_empty() && v.len() <= PGVECTOR_MAX_DIM && v.iter().all(|x| x.is_finite())
 }
 
-/// `name` quoted as an identifier, if it is a plain one (ASCII letters, digits and `_`,
-/// not starting with a digit, at most 63 bytes).
-pub(crate) fn quote_ident(name: &str) -> Option<String> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && !name.as_bytes()[0].is_ascii_digit()
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    ok.then(|| format!("\"{name}\""))
-}
-
 /// The DDL for schema `s` (quoted) with embedding column type `emb_type`.
 pub(crate) fn create_tables(s: &str, emb_type: &str) -> String {
     // Each written table bumps the version, once per statement (created once: replacing
@@ -203,17 +193,6 @@ impl Sql {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn identifiers() {
-        assert_eq!(quote_ident("nc_test_1").as_deref(), Some("\"nc_test_1\""));
-        assert_eq!(quote_ident("Memory").as_deref(), Some("\"Memory\""));
-        assert!(quote_ident("").is_none());
-        assert!(quote_ident("1abc").is_none());
-        assert!(quote_ident("a\"b").is_none());
-        assert!(quote_ident("a b").is_none());
-        assert!(quote_ident(&"a".repeat(64)).is_none());
-    }
 
     #[test]
     fn vector_limits() {

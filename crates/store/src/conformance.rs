@@ -285,6 +285,101 @@ pub fn embeddings(store: &dyn DocStore) {
     assert_eq!(store.embedding_count().unwrap(), 4);
 }
 
+/// One step of a random operation sequence ([`check_model`]).
+#[derive(Debug, Clone)]
+pub enum ModelOp {
+    /// Put document `doc{i}` and its two chunks.
+    PutDoc(u8),
+    /// Delete document `doc{i}`.
+    DelDoc(u8),
+    /// Put source `s{i}`.
+    PutSource(u8),
+    /// Delete source `s{i}`.
+    DelSource(u8),
+    /// Commit the batch and begin another.
+    Commit,
+    /// Drop the batch and begin another.
+    Abort,
+}
+
+#[derive(Default, Clone, PartialEq, Debug)]
+struct Model {
+    docs: BTreeMap<u64, String>,
+    sources: BTreeMap<String, ()>,
+}
+
+/// Run `ops` on `store` (empty) and on a `BTreeMap` model; the store must then hold
+/// exactly what the model committed, counters included.
+pub fn check_model(store: &dyn DocStore, ops: &[ModelOp]) {
+    let mut committed = Model::default();
+    let mut pending = committed.clone();
+    let mut batch = Some(store.begin().unwrap());
+    batch.as_mut().unwrap().ensure_collection("m", "t").unwrap();
+    for op in ops {
+        let b = batch.as_mut().unwrap();
+        match op {
+            ModelOp::PutDoc(i) => {
+                let d = sample_doc("m", &format!("doc{i}"));
+                b.put_document(&d).unwrap();
+                for c in sample_chunks(&d) {
+                    b.put_chunk("m", &c).unwrap();
+                }
+                pending.docs.insert(d.key, d.title);
+            }
+            ModelOp::DelDoc(i) => {
+                let d = sample_doc("m", &format!("doc{i}"));
+                b.delete_document("m", d.key).unwrap();
+                pending.docs.remove(&d.key);
+            }
+            ModelOp::PutSource(i) => {
+                b.put_source(&sample_source("m", &format!("s{i}"), vec![]))
+                    .unwrap();
+                pending.sources.insert(format!("s{i}"), ());
+            }
+            ModelOp::DelSource(i) => {
+                b.delete_source("m", &format!("s{i}")).unwrap();
+                pending.sources.remove(&format!("s{i}"));
+            }
+            ModelOp::Commit | ModelOp::Abort => {
+                let b = batch.take().unwrap();
+                if matches!(op, ModelOp::Commit) {
+                    b.commit().unwrap();
+                    committed = pending.clone();
+                } else {
+                    drop(b);
+                    pending = committed.clone();
+                }
+                let mut b = store.begin().unwrap();
+                b.ensure_collection("m", "t").unwrap();
+                batch = Some(b);
+            }
+        }
+    }
+    drop(batch);
+    // The store holds exactly the committed model, counters included.
+    let keys = store.document_keys("m").unwrap_or_default();
+    assert_eq!(keys, committed.docs.keys().copied().collect::<Vec<_>>());
+    for (k, title) in &committed.docs {
+        assert_eq!(&store.document("m", *k).unwrap().unwrap().title, title);
+        assert_eq!(store.chunks(*k).unwrap().len(), 2);
+    }
+    let sources: Vec<String> = store
+        .sources("m")
+        .unwrap()
+        .into_iter()
+        .map(|s| s.source_id)
+        .collect();
+    assert_eq!(
+        sources,
+        committed.sources.keys().cloned().collect::<Vec<_>>()
+    );
+    if let Some(info) = store.collection("m").unwrap() {
+        assert_eq!(info.documents as usize, committed.docs.len());
+        assert_eq!(info.chunks as usize, committed.docs.len() * 2);
+        assert_eq!(info.sources as usize, committed.sources.len());
+    }
+}
+
 /// Run every check, each on a fresh store from `make`.
 pub fn run_all(make: &mut dyn FnMut() -> Box<dyn DocStore>) {
     roundtrip(&*make());

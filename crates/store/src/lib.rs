@@ -1,5 +1,6 @@
-//! Document stores: [`InMemoryStore`] (the in-memory twin) and [`RedbStore`] (embedded,
-//! persistent, crash-safe), both implementing `neuralcore_core::DocStore`.
+//! Document stores: [`InMemoryStore`] (the in-memory twin), [`RedbStore`] (embedded,
+//! persistent, crash-safe) and [`PgStore`] (PostgreSQL, shared by many processes), all
+//! implementing `neuralcore_core::DocStore`.
 //!
 //! Both backends are thin: they provide raw ordered byte tables with atomic batches
 //! ([`raw`]), and one shared implementation ([`logic`]) maps documents, chunks, sources,
@@ -10,9 +11,11 @@ pub mod conformance;
 pub mod copy;
 mod logic;
 mod memory;
+mod pg_store;
 mod raw;
 mod redb_store;
 pub mod reopen;
 
 pub use memory::InMemoryStore;
+pub use pg_store::{Migrated, PgStore, PgStoreOptions, PG_SCHEMA_VERSION};
 pub use redb_store::RedbStore;

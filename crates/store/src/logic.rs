@@ -51,6 +51,16 @@ pub(crate) fn k_chunk(d: DocKey, o: u32) -> Vec<u8> {
     k
 }
 
+/// A stored vector: little-endian `f32`s.
+pub(crate) fn decode_vector(b: &[u8]) -> StoreResult<Vec<f32>> {
+    if !b.len().is_multiple_of(4) {
+        return Err(StoreError::Corrupt("embeddings entry length".into()));
+    }
+    Ok(b.chunks_exact(4)
+        .map(|x| f32::from_le_bytes(x.try_into().expect("4 bytes")))
+        .collect())
+}
+
 /// Read operations over any raw snapshot.
 pub(crate) struct Reader<'a>(pub &'a dyn RawRead);
 
@@ -123,14 +133,11 @@ impl Reader<'_> {
 
     pub(crate) fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         keys.iter()
-            .map(|k| match self.0.get(Table::Embeddings, k)? {
-                None => Ok(None),
-                Some(b) if b.len() % 4 == 0 => Ok(Some(
-                    b.chunks_exact(4)
-                        .map(|x| f32::from_le_bytes(x.try_into().expect("4 bytes")))
-                        .collect(),
-                )),
-                Some(_) => Err(StoreError::Corrupt("embeddings entry length".into())),
+            .map(|k| {
+                self.0
+                    .get(Table::Embeddings, k)?
+                    .map(|b| decode_vector(&b))
+                    .transpose()
             })
             .collect()
     }

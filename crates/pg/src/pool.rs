@@ -2,37 +2,35 @@
 //! prepared statements. A connection that failed as unavailable, or that the server
 //! closed, is dropped on return, so the next checkout opens a fresh one.
 
+use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use neuralcore_memory::{MemResult, MemoryError};
 use postgres::{Client, NoTls, Statement};
 
-use crate::error;
-use crate::sql::{Sql, Q};
+use crate::error::{self, PgError, PgResult};
 
 /// One connection and the statements prepared on it.
-pub(crate) struct Conn {
-    pub(crate) client: Client,
-    stmts: [Option<Statement>; Q::COUNT],
+pub struct Conn {
+    /// The client.
+    pub client: Client,
+    /// Statements prepared on this connection, by their text.
+    stmts: HashMap<String, Statement>,
     /// Taken from the idle list (it may have gone stale), not opened for this checkout.
-    pub(crate) reused: bool,
+    pub reused: bool,
     /// Failed as unavailable: close it instead of returning it to the pool.
-    pub(crate) broken: bool,
+    pub broken: bool,
 }
 
 impl Conn {
-    /// The prepared statement for `q`, preparing it on first use.
-    pub(crate) fn stmt(&mut self, sql: &Sql, q: Q, url: &str) -> MemResult<Statement> {
-        let slot = &mut self.stmts[q as usize];
-        if let Some(s) = slot {
+    /// The statement `sql` prepared on this connection, preparing it on first use;
+    /// `url` (without its password) names the server in errors.
+    pub fn stmt(&mut self, sql: &str, url: &str) -> PgResult<Statement> {
+        if let Some(s) = self.stmts.get(sql) {
             return Ok(s.clone());
         }
-        let s = self
-            .client
-            .prepare(sql.text(q))
-            .map_err(|e| error::map(e, url))?;
-        *slot = Some(s.clone());
+        let s = self.client.prepare(sql).map_err(|e| error::map(e, url))?;
+        self.stmts.insert(sql.to_string(), s.clone());
         Ok(s)
     }
 }
@@ -44,10 +42,10 @@ struct State {
 }
 
 /// The pool.
-pub(crate) struct Pool {
+pub struct Pool {
     config: postgres::Config,
     /// The URL without its password, for messages.
-    pub(crate) url: String,
+    pub url: String,
     max: usize,
     /// How long a checkout waits for a free connection.
     wait: Duration,
@@ -57,7 +55,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// A pool of at most `max` (≥ 1) connections to `config`.
-    pub(crate) fn new(config: postgres::Config, url: String, max: usize, wait: Duration) -> Pool {
+    pub fn new(config: postgres::Config, url: String, max: usize, wait: Duration) -> Pool {
         Pool {
             config,
             url,
@@ -78,14 +76,14 @@ impl Pool {
     }
 
     /// Open a new connection (not counted; the caller counts it).
-    pub(crate) fn open(&self) -> MemResult<Conn> {
+    pub fn open(&self) -> PgResult<Conn> {
         let client = self
             .config
             .connect(NoTls)
             .map_err(|e| error::map(e, &self.url))?;
         Ok(Conn {
             client,
-            stmts: Default::default(),
+            stmts: HashMap::new(),
             reused: false,
             broken: false,
         })
@@ -93,7 +91,7 @@ impl Pool {
 
     /// A connection: an idle one, a new one when fewer than `max` are open, else the
     /// next one returned (waiting at most `wait`).
-    pub(crate) fn get(&self) -> MemResult<PooledConn<'_>> {
+    pub fn get(&self) -> PgResult<PooledConn<'_>> {
         let deadline = Instant::now() + self.wait;
         let mut st = self.lock();
         loop {
@@ -125,7 +123,7 @@ impl Pool {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(MemoryError::Unavailable(format!(
+                return Err(PgError::Unavailable(format!(
                     "{}: all {} connections busy for {:?}",
                     self.url, self.max, self.wait
                 )));
@@ -139,8 +137,53 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Run a read on a pooled connection. When it fails as unavailable on a connection
+    /// that had been used before (the server restarted, or ended an idle session), that
+    /// connection is dropped and the read runs once more on a fresh one.
+    /// `from` turns a pool error into the caller's, `unavailable` says which of those
+    /// mean the connection is gone.
+    pub fn read<T, E>(
+        &self,
+        from: fn(PgError) -> E,
+        unavailable: fn(&E) -> bool,
+        f: impl Fn(&mut Conn) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut conn = self.get().map_err(from)?;
+        match f(&mut conn) {
+            Err(e) if unavailable(&e) => {
+                conn.broken = true;
+                if !conn.reused {
+                    return Err(e);
+                }
+                tracing::debug!(url = %self.url, "stale PostgreSQL connection; retrying the read");
+                drop(conn);
+                let mut conn = self.get().map_err(from)?;
+                let r = f(&mut conn);
+                conn.broken = matches!(&r, Err(e) if unavailable(e));
+                r
+            }
+            r => r,
+        }
+    }
+
+    /// Run a write on a pooled connection; a connection that failed as unavailable is
+    /// dropped. Writes are not retried: whether a lost commit happened is unknown.
+    pub fn write<T, E>(
+        &self,
+        from: fn(PgError) -> E,
+        unavailable: fn(&E) -> bool,
+        f: impl FnOnce(&mut Conn) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut conn = self.get().map_err(from)?;
+        let r = f(&mut conn);
+        conn.broken = matches!(&r, Err(e) if unavailable(e));
+        r
+    }
+}
+
 /// A checked-out connection; returned to the pool when dropped.
-pub(crate) struct PooledConn<'a> {
+pub struct PooledConn<'a> {
     pool: &'a Pool,
     conn: Option<Conn>,
 }

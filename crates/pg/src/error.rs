@@ -1,14 +1,31 @@
-//! From `postgres` errors to [`MemoryError`], and URLs without their password.
+//! From `postgres` errors to [`PgError`], and URLs without their password.
 //!
 //! The split follows what a caller can do about it: connection trouble (refused, reset,
 //! timed out, the server shutting down, too many clients) and transient conflicts
 //! (deadlock, serialization failure) are `Unavailable`, worth retrying; a value
 //! PostgreSQL cannot store (a NUL character in a text column) is `Invalid`; everything
-//! else is `Backend`.
+//! else is `Backend`. Each backend maps these three onto its own error type.
 
 use std::error::Error as _;
 
-use neuralcore_memory::MemoryError;
+/// A PostgreSQL failure, by what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PgError {
+    /// The server cannot be reached, is shutting down or full, or the transaction hit a
+    /// deadlock or a serialization failure: worth retrying.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request is malformed (a URL, an identifier) or holds a value PostgreSQL cannot
+    /// store: retrying the same request fails the same way.
+    #[error("{0}")]
+    Invalid(String),
+    /// Anything else.
+    #[error("{0}")]
+    Backend(String),
+}
+
+/// Result of this crate.
+pub type PgResult<T> = Result<T, PgError>;
 
 /// SQLSTATEs that mean "try again later".
 const TRANSIENT: &[&str] = &[
@@ -28,7 +45,7 @@ const UNSTORABLE: &[&str] = &[
 
 /// Map a driver error; `url` (already without password) names the server in connection
 /// errors.
-pub(crate) fn map(e: postgres::Error, url: &str) -> MemoryError {
+pub fn map(e: postgres::Error, url: &str) -> PgError {
     if let Some(db) = e.as_db_error() {
         let code = db.code().code();
         let msg = format!("{} ({code}): {}", db.severity(), db.message());
@@ -37,28 +54,26 @@ pub(crate) fn map(e: postgres::Error, url: &str) -> MemoryError {
             None => msg,
         };
         return if code.starts_with("08") || TRANSIENT.contains(&code) {
-            MemoryError::Unavailable(format!("{url}: {msg}"))
+            PgError::Unavailable(format!("{url}: {msg}"))
         } else if UNSTORABLE.contains(&code) {
-            MemoryError::Invalid(format!(
-                "PostgreSQL cannot store this value (no NUL in ids, scopes or nodes): {msg}"
-            ))
+            PgError::Invalid(format!("PostgreSQL cannot store this value: {msg}"))
         } else {
-            MemoryError::Backend(format!("PostgreSQL {msg}"))
+            PgError::Backend(format!("PostgreSQL {msg}"))
         };
     }
     let io = e
         .source()
         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
     if io || e.is_closed() || e.to_string().starts_with("timeout") {
-        MemoryError::Unavailable(format!("{url}: {e}"))
+        PgError::Unavailable(format!("{url}: {e}"))
     } else {
-        MemoryError::Backend(format!("PostgreSQL client: {e}"))
+        PgError::Backend(format!("PostgreSQL client: {e}"))
     }
 }
 
 /// `url` with any password replaced by `***`, for messages. Handles both the URL form
 /// (`postgres://user:secret@host/db`) and the key-value form (`password=secret`).
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     if let Some(rest_at) = url.find("://").map(|i| i + 3) {
         let rest = &url[rest_at..];
         let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
