@@ -27,6 +27,8 @@ pub struct ConfigError(pub String);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// `[store]`: where documents, chunks and the embedding cache live.
+    pub store: StoreSettings,
     /// `[ingest]`
     pub ingest: IngestConfig,
     /// `[keyword]`
@@ -190,6 +192,48 @@ impl Default for CacheSettings {
             answer: false,
             answer_ttl_s: 86_400,
             answer_paraphrase: 0.0,
+        }
+    }
+}
+
+/// `[store] backend`: where documents, chunks, sources and the embedding cache live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackendKind {
+    /// `<data dir>/store.redb`.
+    #[default]
+    Embedded,
+    /// A PostgreSQL server (`store.postgres_url`), shared by every process that
+    /// connects to it; keyword and vector indexes stay in each process's data dir.
+    Postgres,
+}
+
+/// `[store]`: the document store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// `embedded` (`<data dir>/store.redb`) or `postgres`.
+    pub backend: StoreBackendKind,
+    /// PostgreSQL URL (backend `postgres`). Keep the password out of the file: set
+    /// `NEURALCORE_STORE_POSTGRES_URL` in the environment instead.
+    pub postgres_url: String,
+    /// PostgreSQL schema holding the store's tables (created and migrated on start).
+    pub postgres_schema: String,
+    /// Most connections to PostgreSQL held open at once.
+    pub postgres_pool: usize,
+    /// Batches of each collection kept in the store's journal log, by which indexes in
+    /// other processes (replicas) catch up batch by batch; one further behind rebuilds.
+    pub journal_keep: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            backend: StoreBackendKind::Embedded,
+            postgres_url: "postgres://postgres@127.0.0.1:5432/postgres".into(),
+            postgres_schema: "neuralcore_store".into(),
+            postgres_pool: 4,
+            journal_keep: 1000,
         }
     }
 }
@@ -737,6 +781,22 @@ pub const TEMPLATE: &str = r#"# neuralcore.toml — every key, at its default. P
 # (default ./.neuralcore) or pass --config FILE. Any key can be overridden with an
 # environment variable NEURALCORE_<SECTION>_<KEY>, e.g. NEURALCORE_KEYWORD_K1=0.9.
 
+[store]
+# Where documents, chunks, sources and the embedding cache live: "embedded"
+# (<data dir>/store.redb) or "postgres" (shared by every process that connects; each
+# keeps its keyword and vector indexes in its own data dir and catches them up from the
+# store). Keep a password out of this file: NEURALCORE_STORE_POSTGRES_URL.
+backend = "embedded"
+postgres_url = "postgres://postgres@127.0.0.1:5432/postgres"
+# The schema holding the tables, created and migrated on start (`neuralcore db migrate`
+# does it alone); a schema newer than this binary is refused.
+postgres_schema = "neuralcore_store"
+postgres_pool = 4
+# Batches of each collection kept in the store's journal log: an index in another
+# process (a replica, or this one's after a restart) that far behind catches up batch by
+# batch; further behind, it rebuilds from the store.
+journal_keep = 1000
+
 [ingest]
 # Globs (relative to a folder given to `ingest`) a file must match; empty = every
 # format a loader reads (txt, md, html, pdf, json, jsonl, csv, tsv, ...).
@@ -1090,6 +1150,7 @@ answer_paraphrase = 0.0
 "#;
 
 const SECTIONS: &[&str] = &[
+    "store",
     "ingest",
     "keyword",
     "analyzer",
@@ -1181,6 +1242,9 @@ impl Config {
     /// Check values that parse but make no sense.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError(m));
+        if self.store.postgres_pool == 0 {
+            return bad("store.postgres_pool must be at least 1".into());
+        }
         if self.ingest.chunk_tokens < 8 {
             return bad(format!(
                 "ingest.chunk_tokens must be at least 8 (got {})",

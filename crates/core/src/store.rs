@@ -24,7 +24,10 @@ pub fn embedding_key(model_id: &str, text: &str) -> EmbeddingKey {
     h.finalize().into()
 }
 
-/// What the last committed batch changed in one collection's indexed content.
+/// What one committed batch changed in one collection's indexed content. The store
+/// keeps the last one ([`DocStore::index_journal`]) and a log of them by generation
+/// ([`DocStore::index_journals`]), so an index in another process catches up batch by
+/// batch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexJournal {
     /// Generation after that batch.
@@ -33,6 +36,12 @@ pub struct IndexJournal {
     pub removed: Vec<DocKey>,
     /// Documents added by that batch (after the removals).
     pub added: Vec<DocKey>,
+    /// The collection was dropped by that batch: everything indexed before it goes.
+    /// The dropped collection's generation lives on, so one made again under the same
+    /// name carries on from it and an index of the old one never mistakes the new one's
+    /// batches for its own next ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
 }
 
 /// Read access to a document store, plus the start of a write batch.
@@ -61,8 +70,22 @@ pub trait DocStore: Send + Sync {
     fn embedding_count(&self) -> StoreResult<u64>;
     /// Every model that has cached an embedding, by id.
     fn embedding_models(&self) -> StoreResult<Vec<String>>;
+    /// Whether other processes may write this store too (a server shared by replicas):
+    /// then indexes derived from it catch up on use, not only when opened.
+    fn shared(&self) -> bool {
+        false
+    }
     /// Start a write batch. Only one batch writes at a time; a second caller waits.
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>>;
+    /// The journals of the batches that took `collection` from generation `after` to
+    /// `upto`, in order; `None` when the log no longer holds all of them (compacted
+    /// past, or written before the log was kept): an index that far behind rebuilds.
+    fn index_journals(
+        &self,
+        collection: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Option<Vec<IndexJournal>>>;
     /// Copy what is committed now, consistently (writers go on), into a new store file
     /// at `dest` of this backend's kind; how many records it holds. A store with no
     /// file of its own says so.
@@ -79,6 +102,9 @@ pub trait DocStore: Send + Sync {
 pub trait StoreBatch {
     /// Create a collection if missing.
     fn ensure_collection(&mut self, name: &str, created_at: &str) -> StoreResult<()>;
+    /// Drop the journal log of `collection` but for its last `keep` generations (at
+    /// least the last one is always kept); how many entries went.
+    fn compact_journal(&mut self, collection: &str, keep: u64) -> StoreResult<u64>;
     /// Delete a collection and everything in it.
     fn delete_collection(&mut self, name: &str) -> StoreResult<()>;
     /// Read a source as the batch sees it.

@@ -9,7 +9,7 @@ use neuralcore_core::{
     SourceRecord,
 };
 use neuralcore_index::{IndexChunk, KeywordIndex, VectorIndex};
-use neuralcore_store::{InMemoryStore, RedbStore};
+use neuralcore_store::{InMemoryStore, PgStore, PgStoreOptions, RedbStore};
 
 use crate::search::{Ranked, SearchOptions};
 use crate::{Config, EngineError, SearchMode};
@@ -45,6 +45,34 @@ pub struct Engine {
     pub(crate) fingerprint: String,
     /// When to sweep the embedding cache ([`Engine::sweep_embeddings`]).
     pub(crate) sweep: crate::vectors::SweepState,
+    /// Ingests and removals under way in this process, per collection: a shared store's
+    /// indexes are not caught up on use meanwhile (the writer does it as it commits).
+    pub(crate) writing: Mutex<HashMap<String, usize>>,
+    /// Held while an index of a shared store catches up on use; a search that finds it
+    /// taken goes on with the index as it is.
+    pub(crate) following: Mutex<()>,
+}
+
+/// A collection being written by this process (see [`Engine::writing`]), until dropped.
+pub(crate) struct Writing<'e> {
+    engine: &'e Engine,
+    collection: String,
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        let mut w = self
+            .engine
+            .writing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = w.get_mut(&self.collection) {
+            *n -= 1;
+            if *n == 0 {
+                w.remove(&self.collection);
+            }
+        }
+    }
 }
 
 /// Results of [`Engine::search`].
@@ -64,10 +92,40 @@ pub struct SearchResults {
 pub(crate) enum CatchUp {
     /// It is at the store's generation.
     Current,
-    /// It is exactly one batch behind: apply this journal.
+    /// It is some batches behind and the store's log holds them all: remove the
+    /// `removed` documents, then (re-)add the `added` ones as the store holds them now
+    /// (the batches merged; an added document is also in `removed`, so replaying a batch
+    /// the index already has changes nothing).
     Replay(IndexJournal),
-    /// Anything else: rebuild from the store.
+    /// Anything else (ahead of the store, a rebuild cut short, a collection dropped in
+    /// between, a log compacted past it): rebuild from the store.
     Rebuild,
+}
+
+/// The batches of `journals` as one: every removed and added document, each once.
+fn merge_journals(journals: Vec<IndexJournal>, generation: u64) -> IndexJournal {
+    let mut removed: Vec<DocKey> = Vec::new();
+    let mut added: Vec<DocKey> = Vec::new();
+    let mut seen_r = std::collections::HashSet::new();
+    let mut seen_a = std::collections::HashSet::new();
+    for j in journals {
+        for d in j.removed.into_iter().chain(j.added.iter().copied()) {
+            if seen_r.insert(d) {
+                removed.push(d);
+            }
+        }
+        for d in j.added {
+            if seen_a.insert(d) {
+                added.push(d);
+            }
+        }
+    }
+    IndexJournal {
+        generation,
+        removed,
+        added,
+        reset: false,
+    }
 }
 
 /// Generation stamped on an index while it is being rebuilt.
@@ -77,7 +135,8 @@ const REBUILDING: u64 = u64::MAX;
 const REBUILD_BATCH: usize = 50_000;
 
 impl Engine {
-    /// Open the data dir (creating it): the store in `store.redb`, indexes in `index/`.
+    /// Open the data dir (creating it): the store in `store.redb` (or on PostgreSQL with
+    /// `[store] backend = "postgres"`), indexes in `index/`.
     pub fn open(data_dir: &Path, config: Config) -> Result<Self, EngineError> {
         std::fs::create_dir_all(data_dir).map_err(|e| {
             EngineError::Io(format!(
@@ -88,14 +147,32 @@ impl Engine {
         // A newer format is refused before anything is opened for writing; the stamp is
         // written once the store is held.
         crate::format::read(data_dir)?;
-        let store = RedbStore::open(&data_dir.join("store.redb"))?;
+        let store: Box<dyn DocStore> = match config.store.backend {
+            crate::StoreBackendKind::Embedded => {
+                Box::new(RedbStore::open(&data_dir.join("store.redb"))?)
+            }
+            crate::StoreBackendKind::Postgres => Box::new(Self::postgres_store(&config)?),
+        };
         // Again with the store held: another release may have stamped it meanwhile.
         let format = crate::format::read(data_dir)?;
         crate::format::migrate(data_dir, format)?;
         // Folders of dropped collections a merge kept from being deleted then.
         sweep_dropped(&data_dir.join("index"));
         sweep_dropped(&data_dir.join("vectors"));
-        Ok(Engine::with_store(config, Box::new(store), Some(data_dir)))
+        Ok(Engine::with_store(config, store, Some(data_dir)))
+    }
+
+    /// The document store `[store]` names on PostgreSQL, its schema migrated.
+    pub fn postgres_store(config: &Config) -> Result<PgStore, EngineError> {
+        let s = &config.store;
+        Ok(PgStore::connect_with(
+            &s.postgres_url,
+            &s.postgres_schema,
+            PgStoreOptions {
+                pool_size: s.postgres_pool,
+                ..Default::default()
+            },
+        )?)
     }
 
     /// An engine that keeps everything in memory.
@@ -122,6 +199,8 @@ impl Engine {
             cache,
             fingerprint,
             sweep: Default::default(),
+            writing: Mutex::new(HashMap::new()),
+            following: Mutex::new(()),
         }
     }
 
@@ -172,7 +251,14 @@ impl Engine {
     pub fn keyword_index(&self, collection: &str) -> Result<Arc<KeywordIndex>, EngineError> {
         let mut map = self.indexes.lock().expect("index map lock");
         if let Some(i) = map.get(collection) {
-            return Ok(i.clone());
+            let i = i.clone();
+            drop(map);
+            if self.may_follow(collection) {
+                if let Ok(_one) = self.following.try_lock() {
+                    self.sync_index(collection, &i)?;
+                }
+            }
+            return Ok(i);
         }
         let idx = match &self.index_root {
             Some(root) => KeywordIndex::open(&root.join(collection), &self.config.analyzer)?,
@@ -200,15 +286,29 @@ impl Engine {
         if store_gen == idx_gen {
             return Ok((store_gen, CatchUp::Current));
         }
-        let journal = self.store.index_journal(collection)?;
-        if idx_gen.checked_add(1) == Some(store_gen) && journal.generation == store_gen {
-            return Ok((store_gen, CatchUp::Replay(journal)));
+        if idx_gen < store_gen {
+            let journals = match self.store.index_journals(collection, idx_gen, store_gen)? {
+                Some(js) => Some(js),
+                // A store written before the log was kept has the last batch only.
+                None if idx_gen + 1 == store_gen => {
+                    let last = self.store.index_journal(collection)?;
+                    (last.generation == store_gen).then(|| vec![last])
+                }
+                None => None,
+            };
+            if let Some(js) = journals.filter(|js| !js.iter().any(|j| j.reset)) {
+                return Ok((store_gen, CatchUp::Replay(merge_journals(js, store_gen))));
+            }
         }
         Ok((store_gen, CatchUp::Rebuild))
     }
 
     /// Bring `idx` to the store's generation of `collection`.
-    fn sync_index(&self, collection: &str, idx: &KeywordIndex) -> Result<(), EngineError> {
+    pub(crate) fn sync_index(
+        &self,
+        collection: &str,
+        idx: &KeywordIndex,
+    ) -> Result<(), EngineError> {
         let idx_gen = idx.generation();
         let (store_gen, plan) = self.catch_up(collection, idx_gen)?;
         if let CatchUp::Current = plan {
@@ -217,8 +317,9 @@ impl Engine {
         if let CatchUp::Replay(journal) = plan {
             tracing::info!(
                 collection,
-                generation = store_gen,
-                "keyword index one batch behind: replaying"
+                from = idx_gen,
+                to = store_gen,
+                "keyword index behind: replaying the store's journal"
             );
             let chunks = self.chunks_of(&journal.added)?;
             let mut titles: HashMap<DocKey, String> = HashMap::new();
@@ -277,6 +378,31 @@ impl Engine {
             idx.apply(&[], std::iter::empty(), store_gen)?;
         }
         Ok(())
+    }
+
+    /// Whether an index of `collection` loaded earlier catches up with the store on use:
+    /// when other processes write the store and this one is not writing the collection.
+    pub(crate) fn may_follow(&self, collection: &str) -> bool {
+        self.store.shared()
+            && !self
+                .writing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(collection)
+    }
+
+    /// Mark `collection` as written by this process until the guard goes.
+    pub(crate) fn writing(&self, collection: &str) -> Writing<'_> {
+        *self
+            .writing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(collection.to_string())
+            .or_default() += 1;
+        Writing {
+            engine: self,
+            collection: collection.to_string(),
+        }
     }
 
     /// Drop the cached index of a collection (after a failed index commit), so the

@@ -187,6 +187,8 @@ struct Ingestor<'e, 'i> {
     local: HashMap<EmbeddingKey, Vec<f32>>,
     /// Vectors of this batch's new chunks, for the vector index.
     vectors: Vec<ChunkVector>,
+    /// The collection is marked as written by this process while this lives.
+    _writing: crate::engine::Writing<'e>,
 }
 
 impl<'e, 'i> Ingestor<'e, 'i> {
@@ -205,6 +207,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
             serde_json::to_string(&loader_opts).expect("serializable")
         );
         Ingestor {
+            _writing: engine.writing(collection),
             engine,
             collection: collection.to_string(),
             idx,
@@ -294,6 +297,13 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         if changed {
             batch.record_index_changes(&c, &removed, &added)?;
         }
+        if changed {
+            // Keep the last `journal_keep` batches for indexes elsewhere to catch up by.
+            batch.compact_journal(&c, self.engine.config.store.journal_keep)?;
+        }
+        // The generations the indexes reflect before this batch.
+        let idx_before = self.idx.generation();
+        let vec_before = self.vec.as_ref().map(|(_, v)| v.generation());
         batch.commit()?;
         self.batch_bytes = 0;
         self.batch_chunks = 0;
@@ -304,23 +314,52 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 .collection(&c)?
                 .map(|i| i.generation)
                 .unwrap_or(0);
+            // Another process's batch got in before this one (a shared store): this
+            // batch's changes go in under the old generation, and the store's journal
+            // then brings the index up (replaying this batch again changes nothing).
+            let stamp = |before: u64| {
+                if before.checked_add(1) == Some(generation) {
+                    generation
+                } else {
+                    before
+                }
+            };
             if let Some(s) = session {
-                if let Err(e) = s.commit(generation) {
+                let stamped = stamp(idx_before);
+                let r = s.commit(stamped).map_err(EngineError::from).and_then(|()| {
+                    if stamped == generation {
+                        Ok(())
+                    } else {
+                        self.engine.sync_index(&c, self.idx)
+                    }
+                });
+                if let Err(e) = r {
                     // The store is ahead now; a fresh open replays or rebuilds.
                     self.engine.forget_index(&c);
                     self.engine.forget_vectors(&c);
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
-            if let Some((_, vidx)) = &self.vec {
+            if let (Some((embedder, vidx)), Some(before)) = (&self.vec, vec_before) {
                 let kept: HashSet<DocKey> = added.iter().copied().collect();
                 let vectors: Vec<_> = std::mem::take(&mut self.vectors)
                     .into_iter()
                     .filter(|(k, _)| kept.contains(&k.0))
                     .collect();
-                if let Err(e) = vidx.apply_unsaved(&removed, &vectors, generation) {
+                let stamped = stamp(before);
+                let r = vidx
+                    .apply_unsaved(&removed, &vectors, stamped)
+                    .map_err(EngineError::from)
+                    .and_then(|()| {
+                        if stamped == generation {
+                            Ok(())
+                        } else {
+                            self.engine.sync_vectors(&c, vidx, &**embedder, &mut |_| {})
+                        }
+                    });
+                if let Err(e) = r {
                     self.engine.forget_vectors(&c);
-                    return Err(e.into());
+                    return Err(e);
                 }
             }
         }

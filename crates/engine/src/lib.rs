@@ -26,7 +26,7 @@ pub use neuralcore_config::{
     AgentsConfig, CacheSettings, ColdTierKind, Config, ConfigError, EmbeddingConfig, Fusion,
     GradeConfig, HotTierKind, IngestConfig, KeywordConfig, LoopConfig, MemoryBackendKind,
     MemorySettings, MindBackend, MindSettings, RerankConfig, SearchConfig, SearchMode,
-    VectorConfig, TEMPLATE,
+    StoreBackendKind, StoreSettings, VectorConfig, TEMPLATE,
 };
 pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
 pub use vectors::{embed_text, TRAINED_EVALUATOR};

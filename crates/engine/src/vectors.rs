@@ -296,7 +296,14 @@ impl Engine {
         };
         let mut map = self.vectors.lock().expect("vector map lock");
         if let Some(i) = map.get(collection) {
-            return Ok(Some(i.clone()));
+            let i = i.clone();
+            drop(map);
+            if self.may_follow(collection) {
+                if let Ok(_one) = self.following.try_lock() {
+                    self.sync_vectors(collection, &i, &*embedder, progress)?;
+                }
+            }
+            return Ok(Some(i));
         }
         let model = embedder.model_id().to_string();
         let idx = match &self.data_dir {
@@ -388,7 +395,7 @@ impl Engine {
             .remove(collection);
     }
 
-    fn sync_vectors(
+    pub(crate) fn sync_vectors(
         &self,
         collection: &str,
         idx: &VectorIndex,
@@ -400,7 +407,12 @@ impl Engine {
         let (removed, docs) = match plan {
             CatchUp::Current => return Ok(()),
             CatchUp::Replay(journal) => {
-                tracing::info!(collection, "vector index one batch behind: replaying");
+                tracing::info!(
+                    collection,
+                    from = idx_gen,
+                    to = store_gen,
+                    "vector index behind: replaying the store's journal"
+                );
                 (journal.removed, journal.added)
             }
             CatchUp::Rebuild => {

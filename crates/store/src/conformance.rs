@@ -380,6 +380,67 @@ pub fn check_model(store: &dyn DocStore, ops: &[ModelOp]) {
     }
 }
 
+/// Every batch that changes a collection's indexed content is logged by generation; a
+/// range reads back in order, a range the log no longer holds whole is `None`, and
+/// compaction keeps the last generations.
+pub fn journal_log(store: &dyn DocStore) {
+    let docs: Vec<_> = (0..4).map(|i| sample_doc("j", &format!("j{i}"))).collect();
+    for (i, d) in docs.iter().enumerate() {
+        let mut b = store.begin().unwrap();
+        b.ensure_collection("j", "t").unwrap();
+        b.put_document(d).unwrap();
+        let removed: Vec<u64> = if i == 3 { vec![docs[0].key] } else { vec![] };
+        if i == 3 {
+            b.delete_document("j", docs[0].key).unwrap();
+        }
+        b.record_index_changes("j", &removed, &[d.key]).unwrap();
+        b.commit().unwrap();
+    }
+    assert_eq!(store.collection("j").unwrap().unwrap().generation, 4);
+    let all = store.index_journals("j", 0, 4).unwrap().unwrap();
+    assert_eq!(
+        all.iter().map(|j| j.generation).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
+    assert_eq!(all[3].removed, vec![docs[0].key]);
+    assert_eq!(all[3].added, vec![docs[3].key]);
+    let tail = store.index_journals("j", 2, 4).unwrap().unwrap();
+    assert_eq!(
+        tail.iter().map(|j| j.generation).collect::<Vec<_>>(),
+        vec![3, 4]
+    );
+    assert_eq!(store.index_journals("j", 4, 4).unwrap(), Some(vec![]));
+    // Past the end of the log: not all there.
+    assert_eq!(store.index_journals("j", 2, 5).unwrap(), None);
+    assert_eq!(store.index_journals("other", 0, 1).unwrap(), None);
+    // Keep the last two generations.
+    let mut b = store.begin().unwrap();
+    assert_eq!(b.compact_journal("j", 2).unwrap(), 2);
+    assert_eq!(b.compact_journal("j", 2).unwrap(), 0);
+    b.commit().unwrap();
+    assert_eq!(store.index_journals("j", 0, 4).unwrap(), None);
+    assert_eq!(store.index_journals("j", 1, 4).unwrap(), None);
+    assert_eq!(store.index_journals("j", 2, 4).unwrap().unwrap().len(), 2);
+    // A dropped collection leaves a reset; made again, it carries on from there.
+    let mut b = store.begin().unwrap();
+    b.delete_collection("j").unwrap();
+    b.commit().unwrap();
+    let mut b = store.begin().unwrap();
+    b.ensure_collection("j", "t").unwrap();
+    b.put_document(&docs[0]).unwrap();
+    b.record_index_changes("j", &[], &[docs[0].key]).unwrap();
+    b.commit().unwrap();
+    // The generation carries on: the drop is a reset at 5, the new batch 6.
+    assert_eq!(store.collection("j").unwrap().unwrap().generation, 6);
+    let again = store.index_journals("j", 4, 6).unwrap().unwrap();
+    assert_eq!(again.len(), 2);
+    assert!(again[0].reset && again[0].added.is_empty());
+    assert_eq!((again[1].generation, again[1].reset), (6, false));
+    assert_eq!(again[1].added, vec![docs[0].key]);
+    // Older entries went with the old collection.
+    assert_eq!(store.index_journals("j", 3, 6).unwrap(), None);
+}
+
 /// Run every check, each on a fresh store from `make`.
 pub fn run_all(make: &mut dyn FnMut() -> Box<dyn DocStore>) {
     roundtrip(&*make());
@@ -388,4 +449,5 @@ pub fn run_all(make: &mut dyn FnMut() -> Box<dyn DocStore>) {
     collections(&*make());
     replace_keeps_counts(&*make());
     embeddings(&*make());
+    journal_log(&*make());
 }

@@ -61,6 +61,12 @@ pub(crate) fn decode_vector(b: &[u8]) -> StoreResult<Vec<f32>> {
         .collect())
 }
 
+pub(crate) fn k_log(c: &str, generation: u64) -> Vec<u8> {
+    let mut k = k_prefix(c);
+    k.extend_from_slice(&generation.to_be_bytes());
+    k
+}
+
 /// Read operations over any raw snapshot.
 pub(crate) struct Reader<'a>(pub &'a dyn RawRead);
 
@@ -163,6 +169,39 @@ impl Reader<'_> {
     }
 }
 
+impl Reader<'_> {
+    pub(crate) fn journals(
+        &self,
+        c: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Option<Vec<IndexJournal>>> {
+        if upto <= after {
+            return Ok(Some(Vec::new()));
+        }
+        let mut out: Vec<IndexJournal> = Vec::new();
+        let mut missing = false;
+        let mut next = after + 1;
+        self.0.visit(Table::JournalLog, &k_prefix(c), &mut |k, v| {
+            let tail: [u8; 8] = k[k.len() - 8..]
+                .try_into()
+                .map_err(|_| StoreError::Corrupt("journal log key length".into()))?;
+            let g = u64::from_be_bytes(tail);
+            if g < next || g > upto || missing {
+                return Ok(());
+            }
+            if g != next {
+                missing = true;
+                return Ok(());
+            }
+            out.push(dec(Table::JournalLog, v)?);
+            next += 1;
+            Ok(())
+        })?;
+        Ok((!missing && next == upto + 1).then_some(out))
+    }
+}
+
 /// The batch logic over any raw write transaction.
 pub(crate) struct Batch<W: RawWrite> {
     raw: W,
@@ -208,9 +247,12 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
         if self.infos.contains_key(name) || self.reader().collection(name)?.is_some() {
             return Ok(());
         }
+        // A collection dropped under this name left its last journal: carry on from
+        // its generation.
         let info = CollectionInfo {
             name: name.to_string(),
             created_at: created_at.to_string(),
+            generation: self.reader().journal(name)?.generation,
             ..Default::default()
         };
         self.raw
@@ -221,6 +263,10 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
 
     fn delete_collection(&mut self, name: &str) -> StoreResult<()> {
         check_collection(name)?;
+        let generation = match self.infos.get(name) {
+            Some(i) => Some(i.generation),
+            None => self.reader().collection(name)?.map(|i| i.generation),
+        };
         let p = k_prefix(name);
         for (k, _) in self.raw.scan(Table::Sources, &p)? {
             self.raw.del(Table::Sources, &k)?;
@@ -232,9 +278,24 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
             self.raw.del(Table::Documents, &k_doc(name, d))?;
         }
         self.raw.del(Table::Collections, &k_coll(name))?;
-        self.raw.del(Table::Journal, &k_coll(name))?;
+        for (k, _) in self.raw.scan(Table::JournalLog, &p)? {
+            self.raw.del(Table::JournalLog, &k)?;
+        }
         self.infos.remove(name);
         self.journal.remove(name);
+        // What is left of the collection: a journal that says it went, at the next
+        // generation (the last journal and the log's one entry).
+        if let Some(g) = generation {
+            let reset = IndexJournal {
+                generation: g + 1,
+                reset: true,
+                ..Default::default()
+            };
+            let bytes = enc(&reset)?;
+            self.raw.put(Table::Journal, &k_coll(name), &bytes)?;
+            self.raw
+                .put(Table::JournalLog, &k_log(name, g + 1), &bytes)?;
+        }
         Ok(())
     }
 
@@ -315,6 +376,26 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
         Ok(())
     }
 
+    fn compact_journal(&mut self, c: &str, keep: u64) -> StoreResult<u64> {
+        let Some(info) = self.reader().collection(c)? else {
+            return Ok(0);
+        };
+        // The last generation: this batch's own, when it records changes (its entry is
+        // written at commit).
+        let last = info.generation + u64::from(self.journal.contains_key(c));
+        let Some(mut g) = last.checked_sub(keep.max(1)) else {
+            return Ok(0);
+        };
+        // Compaction runs after every batch, so what is older than the cut is gone
+        // already: the first missing entry ends the walk.
+        let mut n = 0;
+        while g > 0 && self.raw.del(Table::JournalLog, &k_log(c, g))? {
+            n += 1;
+            g -= 1;
+        }
+        Ok(n)
+    }
+
     fn put_embedding(
         &mut self,
         model_id: &str,
@@ -379,8 +460,12 @@ impl<W: RawWrite> StoreBatch for Batch<W> {
                 generation: info.generation,
                 removed,
                 added,
+                reset: false,
             };
-            this.raw.put(Table::Journal, &k_coll(&c), &enc(&j)?)?;
+            let bytes = enc(&j)?;
+            this.raw.put(Table::Journal, &k_coll(&c), &bytes)?;
+            this.raw
+                .put(Table::JournalLog, &k_log(&c, j.generation), &bytes)?;
         }
         let infos = std::mem::take(&mut this.infos);
         for (c, info) in infos {

@@ -134,6 +134,14 @@ impl DocStore for InMemoryStore {
     fn index_journal(&self, c: &str) -> StoreResult<IndexJournal> {
         Reader(&self.snapshot()).journal(c)
     }
+    fn index_journals(
+        &self,
+        c: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Option<Vec<IndexJournal>>> {
+        Reader(&self.snapshot()).journals(c, after, upto)
+    }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         Reader(&self.snapshot()).embeddings(keys)
     }

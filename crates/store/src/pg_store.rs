@@ -54,6 +54,11 @@ CREATE TABLE {s}.journal (key bytea PRIMARY KEY, value bytea NOT NULL);
 CREATE TABLE {s}.embeddings (key bytea PRIMARY KEY, value bytea NOT NULL);
 CREATE TABLE {s}.embedding_models (key bytea PRIMARY KEY, value bytea NOT NULL);
 "#,
+    // 2: the journal log (collection \0 generation → the batch's journal), so a replica
+    // catches its indexes up batch by batch.
+    r#"
+CREATE TABLE {s}.journal_log (key bytea PRIMARY KEY, value bytea NOT NULL);
+"#,
 ];
 
 /// The schema version this binary writes and reads.
@@ -563,6 +568,14 @@ impl DocStore for PgStore {
     fn index_journal(&self, c: &str) -> StoreResult<IndexJournal> {
         Reader(&self.reader()).journal(c)
     }
+    fn index_journals(
+        &self,
+        c: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Option<Vec<IndexJournal>>> {
+        Reader(&self.reader()).journals(c, after, upto)
+    }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         // One round trip for the lot, not one per key.
         let raw: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
@@ -577,6 +590,9 @@ impl DocStore for PgStore {
     }
     fn embedding_count(&self) -> StoreResult<u64> {
         self.reader().len(Table::Embeddings)
+    }
+    fn shared(&self) -> bool {
+        true
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let mut conn = self.pool.get().map_err(se)?;

@@ -13,8 +13,10 @@ pub(crate) enum Table {
     Documents,
     /// doc key (BE) ordinal (BE) → Chunk
     Chunks,
-    /// collection → IndexJournal
+    /// collection → IndexJournal (the last batch's)
     Journal,
+    /// collection \0 generation (BE) → IndexJournal: the log of batches
+    JournalLog,
     /// SHA-256(model id \0 text) → f32 little-endian vector
     Embeddings,
     /// model id → (): every model that has put a vector in `Embeddings`
@@ -22,12 +24,13 @@ pub(crate) enum Table {
 }
 
 impl Table {
-    pub(crate) const ALL: [Table; 7] = [
+    pub(crate) const ALL: [Table; 8] = [
         Table::Collections,
         Table::Sources,
         Table::Documents,
         Table::Chunks,
         Table::Journal,
+        Table::JournalLog,
         Table::Embeddings,
         Table::EmbeddingModels,
     ];
@@ -39,6 +42,7 @@ impl Table {
             Table::Documents => "documents",
             Table::Chunks => "chunks",
             Table::Journal => "journal",
+            Table::JournalLog => "journal_log",
             Table::Embeddings => "embeddings",
             Table::EmbeddingModels => "embedding_models",
         }

@@ -31,6 +31,7 @@ const SOURCES: Def = TableDefinition::new("sources");
 const DOCUMENTS: Def = TableDefinition::new("documents");
 const CHUNKS: Def = TableDefinition::new("chunks");
 const JOURNAL: Def = TableDefinition::new("journal");
+const JOURNAL_LOG: Def = TableDefinition::new("journal_log");
 const EMBEDDINGS: Def = TableDefinition::new("embeddings");
 const EMBEDDING_MODELS: Def = TableDefinition::new("embedding_models");
 
@@ -41,6 +42,7 @@ fn def(t: Table) -> Def {
         Table::Documents => DOCUMENTS,
         Table::Chunks => CHUNKS,
         Table::Journal => JOURNAL,
+        Table::JournalLog => JOURNAL_LOG,
         Table::Embeddings => EMBEDDINGS,
         Table::EmbeddingModels => EMBEDDING_MODELS,
     }
@@ -294,6 +296,14 @@ impl DocStore for RedbStore {
     }
     fn index_journal(&self, c: &str) -> StoreResult<IndexJournal> {
         Reader(&self.read()?).journal(c)
+    }
+    fn index_journals(
+        &self,
+        c: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Option<Vec<IndexJournal>>> {
+        Reader(&self.read()?).journals(c, after, upto)
     }
     fn embeddings(&self, keys: &[EmbeddingKey]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         Reader(&self.read()?).embeddings(keys)

@@ -1,0 +1,232 @@
+//! Several engines (replicas, each with its own data dir for its keyword and vector
+//! indexes) over one document store on a real PostgreSQL server, with the real
+//! all-MiniLM-L6-v2 model: what one ingests, removes or drops, the others see on their
+//! next search, caught up from the store's journal log.
+//!
+//! They run only when `NEURALCORE_TEST_PG_URL` is set (`scripts/test.sh` starts the
+//! server); otherwise each says it skipped. Each test uses a schema of its own, dropped
+//! at the end.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use neuralcore_engine::{Config, Engine, IngestObserver, SearchMode, StoreBackendKind};
+
+struct Quiet;
+impl IngestObserver for Quiet {}
+
+/// A schema of its own for one test, dropped when the test ends.
+struct Pg {
+    url: String,
+    schema: String,
+}
+
+impl Pg {
+    fn new(test: &str) -> Option<Pg> {
+        let url = match std::env::var("NEURALCORE_TEST_PG_URL") {
+            Ok(u) if !u.is_empty() => u,
+            _ => {
+                eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+                return None;
+            }
+        };
+        let pg = Pg {
+            url,
+            schema: format!("ncr_{test}_{}", std::process::id()),
+        };
+        pg.drop_schema();
+        Some(pg)
+    }
+
+    fn drop_schema(&self) {
+        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            self.schema
+        ))
+        .unwrap();
+    }
+
+    fn config(&self, model: bool) -> Config {
+        let mut c = Config::default();
+        c.store.backend = StoreBackendKind::Postgres;
+        c.store.postgres_url = self.url.clone();
+        c.store.postgres_schema = self.schema.clone();
+        if model {
+            c.embedding.model_dir = neuralcore_models::testing::model_cache()
+                .display()
+                .to_string();
+        }
+        c
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        self.drop_schema();
+    }
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn ingest(e: &Engine, p: &Path, c: &str) {
+    let s = e.ingest(&[p.to_path_buf()], c, &mut Quiet).unwrap();
+    assert_eq!(s.failed, 0, "{:?}", s.errors);
+}
+
+fn titles(e: &Engine, c: &str, q: &str, mode: SearchMode) -> Vec<String> {
+    let r = e.search(c, q, 3, Some(mode)).unwrap();
+    assert_eq!(r.mode, mode);
+    r.hits.into_iter().map(|h| h.document.title).collect()
+}
+
+const CATS: &str = "# Cats\n\nDomestic cats are small carnivorous mammals that purr and hunt mice.";
+const LAVA: &str = "# Volcanoes\n\nMolten rock called lava erupts from openings in the crust.";
+const BREAD: &str = "# Bread\n\nDough made from flour, water and yeast rises before it is baked.";
+
+#[test]
+fn what_one_replica_ingests_removes_or_drops_the_other_finds_on_its_next_search() {
+    let Some(pg) = Pg::new("follow") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let a = Engine::open(&tmp.path().join("a"), pg.config(true)).unwrap();
+    let b = Engine::open(&tmp.path().join("b"), pg.config(true)).unwrap();
+    ingest(&a, &write(&docs, "cats.md", CATS), "c");
+    // B had never opened the collection: it builds its indexes from the store.
+    let q = "which feline pets catch rodents";
+    assert_eq!(titles(&b, "c", q, SearchMode::Vector)[0], "Cats");
+    assert_eq!(titles(&b, "c", "purr", SearchMode::Keyword), vec!["Cats"]);
+    // Loaded now: later batches reach it through the journal on its next search.
+    ingest(&a, &write(&docs, "volcano.md", LAVA), "c");
+    ingest(&a, &write(&docs, "bread.md", BREAD), "c");
+    assert_eq!(
+        titles(&b, "c", "lava", SearchMode::Keyword),
+        vec!["Volcanoes"]
+    );
+    assert_eq!(
+        titles(&b, "c", "hot liquid rock", SearchMode::Vector)[0],
+        "Volcanoes"
+    );
+    assert_eq!(titles(&b, "c", "yeast", SearchMode::Hybrid)[0], "Bread");
+    // B removes a source; A stops finding it, in both indexes.
+    b.remove("c", &[docs.join("volcano.md").display().to_string()])
+        .unwrap();
+    assert!(titles(&a, "c", "lava", SearchMode::Keyword).is_empty());
+    assert!(!titles(&a, "c", "hot liquid rock", SearchMode::Vector).contains(&"Volcanoes".into()));
+    // A changed file replaces its chunks everywhere.
+    ingest(
+        &b,
+        &write(
+            &docs,
+            "cats.md",
+            "# Cats\n\nCats sleep for most of the day in sunny spots.",
+        ),
+        "c",
+    );
+    assert!(titles(&a, "c", "purr", SearchMode::Keyword).is_empty());
+    assert_eq!(titles(&a, "c", "sleep", SearchMode::Keyword), vec!["Cats"]);
+    assert_eq!(a.collection("c").unwrap().documents, 2);
+    // A drops the collection and makes it again with other content: B's loaded
+    // indexes must not keep the old documents.
+    a.drop_collection("c").unwrap();
+    ingest(&a, &write(&tmp.path().join("other"), "lava.md", LAVA), "c");
+    assert!(titles(&b, "c", "sleep", SearchMode::Keyword).is_empty());
+    assert!(titles(&b, "c", "yeast", SearchMode::Keyword).is_empty());
+    assert_eq!(
+        titles(&b, "c", "lava", SearchMode::Keyword),
+        vec!["Volcanoes"]
+    );
+    assert_eq!(
+        titles(&b, "c", "hot liquid rock", SearchMode::Vector),
+        vec!["Volcanoes"]
+    );
+}
+
+/// Two replicas ingesting into one collection at once: every batch is in both
+/// replicas' indexes once, whichever committed first.
+#[test]
+fn replicas_ingesting_into_one_collection_at_once_both_end_with_everything_once() {
+    let Some(pg) = Pg::new("race") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Arc::new(Engine::open(&tmp.path().join("a"), pg.config(false)).unwrap());
+    let b = Arc::new(Engine::open(&tmp.path().join("b"), pg.config(false)).unwrap());
+    // Both load the (empty) collection first, so each has indexes to keep current.
+    a.create_collection("r").unwrap();
+    let _ = a
+        .search("r", "anything", 1, Some(SearchMode::Keyword))
+        .unwrap();
+    let _ = b
+        .search("r", "anything", 1, Some(SearchMode::Keyword))
+        .unwrap();
+    let handles: Vec<_> = [(a.clone(), "a"), (b.clone(), "b")]
+        .into_iter()
+        .map(|(e, who)| {
+            let dir = tmp.path().join(format!("docs-{who}"));
+            std::thread::spawn(move || {
+                for i in 0..8 {
+                    let p = write(
+                        &dir,
+                        &format!("{who}{i}.md"),
+                        &format!("# {who}{i}\n\nReplica {who} wrote note number zz{who}{i} here."),
+                    );
+                    ingest(&e, &p, "r");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let info = a.collection("r").unwrap();
+    assert_eq!(info.documents, 16);
+    for e in [&a, &b] {
+        for who in ["a", "b"] {
+            for i in 0..8 {
+                let t = titles(e, "r", &format!("zz{who}{i}"), SearchMode::Keyword);
+                assert_eq!(
+                    t,
+                    vec![format!("{who}{i}")],
+                    "each note once, in both replicas"
+                );
+            }
+        }
+    }
+}
+
+/// A replica further behind than the journal log keeps rebuilds, and is then current.
+#[test]
+fn a_replica_behind_a_compacted_log_rebuilds() {
+    let Some(pg) = Pg::new("compact") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let mut cfg = pg.config(false);
+    cfg.store.journal_keep = 1;
+    let a = Engine::open(&tmp.path().join("a"), cfg.clone()).unwrap();
+    let b = Engine::open(&tmp.path().join("b"), cfg).unwrap();
+    ingest(&a, &write(&docs, "cats.md", CATS), "k");
+    assert_eq!(titles(&b, "k", "purr", SearchMode::Keyword), vec!["Cats"]);
+    ingest(&a, &write(&docs, "volcano.md", LAVA), "k");
+    ingest(&a, &write(&docs, "bread.md", BREAD), "k");
+    // Two batches behind with one kept: not replayable.
+    let g = a.collection("k").unwrap().generation;
+    let store = Engine::postgres_store(&pg.config(false)).unwrap();
+    use neuralcore_core::DocStore;
+    assert_eq!(store.index_journals("k", g - 2, g).unwrap(), None);
+    assert_eq!(
+        titles(&b, "k", "lava", SearchMode::Keyword),
+        vec!["Volcanoes"]
+    );
+    assert_eq!(titles(&b, "k", "yeast", SearchMode::Keyword), vec!["Bread"]);
+    assert_eq!(titles(&b, "k", "purr", SearchMode::Keyword), vec!["Cats"]);
+}
