@@ -376,12 +376,27 @@ enum Command {
         #[command(subcommand)]
         what: TenantsCommand,
     },
+    /// The document store's database schema (`[store] backend = "postgres"`): its
+    /// version, or apply the migrations this binary knows (start-up applies them too; a
+    /// schema newer than the binary is refused and left alone).
+    Db {
+        #[command(subcommand)]
+        what: DbCommand,
+    },
     /// Inspect the store (for tests and debugging).
     #[command(hide = true)]
     Debug {
         #[command(subcommand)]
         what: DebugCommand,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCommand {
+    /// The schema's version and the version this binary writes.
+    Status,
+    /// Create the schema or bring it to this binary's version.
+    Migrate,
 }
 
 #[derive(Subcommand, Debug)]
@@ -737,6 +752,62 @@ fn config_path(g: &Global) -> PathBuf {
     g.config
         .clone()
         .unwrap_or_else(|| g.data_dir.join("neuralcore.toml"))
+}
+
+/// `neuralcore db status|migrate`.
+fn db(g: &Global, what: DbCommand) -> Result<ExitCode> {
+    use neuralcore_store::{PgStore, PG_SCHEMA_VERSION};
+    let config = load_config(g)?;
+    let s = &config.store;
+    if s.backend != neuralcore_engine::StoreBackendKind::Postgres {
+        anyhow::bail!(
+            "the document store is embedded (<data dir>/store.redb), which has no schema to \
+             migrate: set [store] backend = \"postgres\" to use PostgreSQL"
+        );
+    }
+    let (from, to) = match what {
+        DbCommand::Status => (
+            PgStore::schema_version(&s.postgres_url, &s.postgres_schema)?,
+            None,
+        ),
+        DbCommand::Migrate => {
+            // Connecting migrates: the version before it is what was there.
+            let from = PgStore::schema_version(&s.postgres_url, &s.postgres_schema)?;
+            let m = Engine::postgres_store(&config)?.migrate()?;
+            (from, Some(m.to))
+        }
+    };
+    let shown = neuralcore_pg::redact(&s.postgres_url);
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "url": shown,
+                "schema": s.postgres_schema,
+                "version": to.unwrap_or(from),
+                "was": from,
+                "binary": PG_SCHEMA_VERSION,
+            })
+        );
+    } else if let Some(to) = to {
+        println!(
+            "{shown} schema {:?}: version {from} -> {to}{}",
+            s.postgres_schema,
+            if from == to { " (already current)" } else { "" }
+        );
+    } else {
+        println!(
+            "{shown} schema {:?}: version {from} (this binary writes {PG_SCHEMA_VERSION}){}",
+            s.postgres_schema,
+            match from {
+                0 => ": not created yet",
+                v if v < PG_SCHEMA_VERSION => ": `neuralcore db migrate` or any start brings it up",
+                v if v > PG_SCHEMA_VERSION => ": newer than this binary, which refuses it",
+                _ => "",
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_config(g: &Global) -> Result<Config> {
@@ -1267,6 +1338,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Restore { backup } => restore(g, &backup),
         Command::Keys { what } => keys(g, what),
         Command::Tenants { what } => tenants(g, what),
+        Command::Db { what } => db(g, what),
         Command::Config {
             what: ConfigCommand::Show,
         } => {

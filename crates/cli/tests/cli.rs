@@ -1825,3 +1825,55 @@ fn cache_stats_and_clear_over_the_cold_tier_a_second_process_reads() {
     assert!(stats.to_string().contains("\"entries\":0"), "{stats}");
     assert_eq!(search(&data)["hits"], first["hits"]);
 }
+
+/// The document store on the real PostgreSQL the suite starts: `db status` and
+/// `db migrate`, then two data dirs (two replicas) over one schema: what one ingests,
+/// the other searches. Without `NEURALCORE_TEST_PG_URL` it says it skipped.
+#[test]
+fn db_commands_and_two_data_dirs_over_one_postgres_store() {
+    let Ok(url) = std::env::var("NEURALCORE_TEST_PG_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+        return;
+    };
+    let schema = format!("nccli_db_{}", std::process::id());
+    let drop_schema = || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .unwrap();
+    };
+    drop_schema();
+    let tmp = tempfile::tempdir().unwrap();
+    let pg = |data: &Path, args: &[&str]| {
+        bin()
+            .env("NEURALCORE_STORE_BACKEND", "postgres")
+            .env("NEURALCORE_STORE_POSTGRES_URL", &url)
+            .env("NEURALCORE_STORE_POSTGRES_SCHEMA", &schema)
+            .arg("--data-dir")
+            .arg(data)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let status = json(&pg(&a, &["--json", "db", "status"]));
+    assert_eq!(status["version"], 0, "{status}");
+    let migrated = json(&pg(&a, &["--json", "db", "migrate"]));
+    assert_eq!(migrated["was"], 0);
+    assert_eq!(migrated["version"], migrated["binary"]);
+    let again = pg(&a, &["db", "migrate"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already current"));
+    json(&pg(
+        &a,
+        &["--json", "ingest", examples().to_str().unwrap(), "-c", "ex"],
+    ));
+    let hits = json(&pg(
+        &b,
+        &["--json", "search", "-c", "ex", "moon gravity tides"],
+    ));
+    assert_eq!(hits["hits"][0]["title"], "Tides", "{hits}");
+    // The embedded store has no schema: a clear error.
+    let out = run(&tmp.path().join("c"), &["db", "status"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[store] backend"));
+    drop_schema();
+}

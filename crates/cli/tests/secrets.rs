@@ -19,6 +19,7 @@ const LLM_KEY: &str = "sk-nc-secret-LLMKEY-7d1f0c";
 const REDIS_PW: &str = "nc-secret-REDISPW-93ab";
 const CACHE_PG_PW: &str = "nc-secret-PGPW-41cd";
 const MEMORY_PG_PW: &str = "nc-secret-MEMPW-55ef";
+const STORE_PG_PW: &str = "nc-secret-STOREPW-77ab";
 const WRONG_KEY: &str = "nck_wrongwrongwrongwrongsecret";
 
 /// A port nothing listens on.
@@ -131,6 +132,31 @@ postgres_url = "postgres://nc:{CACHE_PG_PW}@127.0.0.1:{pg}/nc"
         said += &String::from_utf8_lossy(&out.stdout);
         said += &String::from_utf8_lossy(&out.stderr);
     }
+    // The document store on an unreachable PostgreSQL (in a data dir of its own, so
+    // the password reaches no file but the config): each command fails, and says why.
+    let store_data = tmp.path().join("store-data");
+    let store_url = format!("postgres://nc:{STORE_PG_PW}@127.0.0.1:{}/nc", closed_port());
+    for args in [
+        &["ingest", examples().to_str().unwrap()][..],
+        &["search", "tides"][..],
+        &["db", "status"][..],
+        &["--json", "db", "migrate"][..],
+    ] {
+        let out = bin()
+            .env("NEURALCORE_LOG", "trace")
+            .env("NEURALCORE_STORE_BACKEND", "postgres")
+            .env("NEURALCORE_STORE_POSTGRES_URL", &store_url)
+            .arg("--data-dir")
+            .arg(&store_data)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} on an unreachable server");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains("unavailable"), "{args:?}: {text}");
+        said += &String::from_utf8_lossy(&out.stdout);
+        said += &text;
+    }
 
     // A server with a key: asked with it, with a wrong one and with none.
     let created = bin()
@@ -228,12 +254,16 @@ postgres_url = "postgres://nc:{CACHE_PG_PW}@127.0.0.1:{pg}/nc"
 
     let mut written = Vec::new();
     files(&data, &config, &mut written);
+    if store_data.exists() {
+        files(&store_data, &config, &mut written);
+    }
     assert!(written.len() > 5, "the data dir holds the run's files");
     for secret in [
         LLM_KEY,
         REDIS_PW,
         CACHE_PG_PW,
         MEMORY_PG_PW,
+        STORE_PG_PW,
         key.as_str(),
         WRONG_KEY,
     ] {
