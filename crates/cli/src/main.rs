@@ -777,7 +777,14 @@ fn db(g: &Global, what: DbCommand) -> Result<ExitCode> {
             (from, Some(m.to))
         }
     };
-    let shown = neuralcore_pg::redact(&s.postgres_url);
+    // Shown from the parsed configuration: never the password, in either URL form.
+    let shown = neuralcore_pg::config(
+        &s.postgres_url,
+        "neuralcore",
+        std::time::Duration::from_secs(5),
+    )
+    .map(|(_, shown)| shown)
+    .unwrap_or_else(|_| neuralcore_pg::redact(&s.postgres_url));
     if g.json {
         println!(
             "{}",

@@ -1242,8 +1242,13 @@ impl Config {
     /// Check values that parse but make no sense.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError(m));
-        if self.store.postgres_pool == 0 {
-            return bad("store.postgres_pool must be at least 1".into());
+        if self.store.postgres_pool < 2 {
+            // A batch holds one connection while it reads the embedding cache through
+            // another.
+            return bad(format!(
+                "store.postgres_pool must be at least 2 (got {})",
+                self.store.postgres_pool
+            ));
         }
         if self.ingest.chunk_tokens < 8 {
             return bad(format!(
@@ -1368,6 +1373,7 @@ impl Config {
     pub fn to_toml(&self) -> String {
         let mut c = self.clone();
         for url in [
+            &mut c.store.postgres_url,
             &mut c.cache.redis_url,
             &mut c.cache.postgres_url,
             &mut c.memory.postgres_url,
@@ -1395,9 +1401,10 @@ mod tests {
         c.web.searxng_url = "http://u:pw-e@127.0.0.1:8888".into();
         c.llm.base_url = "http://u:pw-f@127.0.0.1:8080/v1?password=pw-g".into();
         c.llm.api_key = Some("pw-h".into());
+        c.store.postgres_url = "postgres://u:pw-i@127.0.0.1/db".into();
         let shown = c.to_toml();
         for pw in [
-            "pw-a", "pw-b", "pw-c", "pw-d", "pw-e", "pw-f", "pw-g", "pw-h",
+            "pw-a", "pw-b", "pw-c", "pw-d", "pw-e", "pw-f", "pw-g", "pw-h", "pw-i",
         ] {
             assert!(!shown.contains(pw), "{pw} in\n{shown}");
         }

@@ -128,12 +128,6 @@ fn merge_journals(journals: Vec<IndexJournal>, generation: u64) -> IndexJournal 
     }
 }
 
-/// Generation stamped on an index while it is being rebuilt.
-const REBUILDING: u64 = u64::MAX;
-
-/// How many chunks go into one index commit while rebuilding an index.
-const REBUILD_BATCH: usize = 50_000;
-
 impl Engine {
     /// Open the data dir (creating it): the store in `store.redb` (or on PostgreSQL with
     /// `[store] backend = "postgres"`), indexes in `index/`.
@@ -346,37 +340,25 @@ impl Engine {
             idx_gen,
             "rebuilding keyword index from the store"
         );
-        idx.clear()?;
-        let keys = self.store.document_keys(collection)?;
-        let mut pending: Vec<(String, Chunk)> = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            let Some(doc) = self.store.document(collection, *key)? else {
+        // One session: searches meanwhile see the old contents whole, then the new
+        // (the writer flushes to disk as its memory budget fills; nothing is visible
+        // before the commit, and a crash before it leaves the old index to rebuild).
+        let mut session = idx.session()?;
+        session.clear()?;
+        for key in self.store.document_keys(collection)? {
+            let Some(doc) = self.store.document(collection, key)? else {
                 continue;
             };
-            for c in self.store.chunks(*key)? {
-                pending.push((doc.title.clone(), c));
-            }
-            let last = i + 1 == keys.len();
-            if pending.len() >= REBUILD_BATCH || last {
-                // Intermediate commits carry a generation no store reaches, so a crash
-                // mid-rebuild is never mistaken for "one batch behind": it rebuilds again.
-                let g = if last { store_gen } else { REBUILDING };
-                idx.apply(
-                    &[],
-                    pending.iter().map(|(t, c)| IndexChunk {
-                        doc: c.doc,
-                        ordinal: c.ordinal,
-                        title: t,
-                        body: &c.text,
-                    }),
-                    g,
-                )?;
-                pending.clear();
+            for c in self.store.chunks(key)? {
+                session.add(IndexChunk {
+                    doc: c.doc,
+                    ordinal: c.ordinal,
+                    title: &doc.title,
+                    body: &c.text,
+                })?;
             }
         }
-        if keys.is_empty() {
-            idx.apply(&[], std::iter::empty(), store_gen)?;
-        }
+        session.commit(store_gen)?;
         Ok(())
     }
 

@@ -330,6 +330,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                     if stamped == generation {
                         Ok(())
                     } else {
+                        let _one = self.engine.following.lock();
                         self.engine.sync_index(&c, self.idx)
                     }
                 });
@@ -354,6 +355,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                         if stamped == generation {
                             Ok(())
                         } else {
+                            let _one = self.engine.following.lock();
                             self.engine.sync_vectors(&c, vidx, &**embedder, &mut |_| {})
                         }
                     });

@@ -404,6 +404,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let idx_gen = idx.generation();
         let (store_gen, plan) = self.catch_up(collection, idx_gen)?;
+        let rebuild = matches!(plan, CatchUp::Rebuild);
         let (removed, docs) = match plan {
             CatchUp::Current => return Ok(()),
             CatchUp::Replay(journal) => {
@@ -417,7 +418,6 @@ impl Engine {
             }
             CatchUp::Rebuild => {
                 tracing::info!(collection, store_gen, idx_gen, "rebuilding vector index");
-                idx.clear();
                 (Vec::new(), self.store.document_keys(collection)?)
             }
         };
@@ -431,7 +431,12 @@ impl Engine {
             }
         }
         let vectors = self.vectors_for(embedder, &pending, progress)?;
-        idx.apply(&removed, &vectors, store_gen)?;
+        if rebuild {
+            // Searches meanwhile see the old graph whole, then the new one.
+            idx.replace(&vectors, store_gen)?;
+        } else {
+            idx.apply(&removed, &vectors, store_gen)?;
+        }
         Ok(())
     }
 

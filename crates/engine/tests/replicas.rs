@@ -1,16 +1,18 @@
 //! Several engines (replicas, each with its own data dir for its keyword and vector
-//! indexes) over one document store on a real PostgreSQL server, with the real
-//! all-MiniLM-L6-v2 model: what one ingests, removes or drops, the others see on their
-//! next search, caught up from the store's journal log.
+//! indexes) over one document store, with the real all-MiniLM-L6-v2 model: what one
+//! ingests, removes or drops, the others see on their next search, caught up from the
+//! store's journal log.
 //!
-//! They run only when `NEURALCORE_TEST_PG_URL` is set (`scripts/test.sh` starts the
-//! server); otherwise each says it skipped. Each test uses a schema of its own, dropped
-//! at the end.
+//! Each scenario runs twice: over the shared in-memory twin (clones of one
+//! `InMemoryStore::new_shared()`, always), and over a real PostgreSQL server when
+//! `NEURALCORE_TEST_PG_URL` is set (`scripts/test.sh` starts one), in a schema of its
+//! own dropped at the end.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use neuralcore_engine::{Config, Engine, IngestObserver, SearchMode, StoreBackendKind};
+use neuralcore_store::InMemoryStore;
 
 struct Quiet;
 impl IngestObserver for Quiet {}
@@ -47,16 +49,11 @@ impl Pg {
         .unwrap();
     }
 
-    fn config(&self, model: bool) -> Config {
+    fn config(&self) -> Config {
         let mut c = Config::default();
         c.store.backend = StoreBackendKind::Postgres;
         c.store.postgres_url = self.url.clone();
         c.store.postgres_schema = self.schema.clone();
-        if model {
-            c.embedding.model_dir = neuralcore_models::testing::model_cache()
-                .display()
-                .to_string();
-        }
         c
     }
 }
@@ -64,6 +61,46 @@ impl Pg {
 impl Drop for Pg {
     fn drop(&mut self) {
         self.drop_schema();
+    }
+}
+
+/// Where the replicas' shared store lives.
+enum Shared {
+    Twin(InMemoryStore),
+    Pg(Pg),
+}
+
+impl Shared {
+    /// The in-memory twin, then PostgreSQL when the suite has it.
+    fn all(test: &str) -> Vec<Shared> {
+        let mut v = vec![Shared::Twin(InMemoryStore::new_shared())];
+        v.extend(Pg::new(test).map(Shared::Pg));
+        v
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Shared::Twin(_) => "in-memory twin",
+            Shared::Pg(_) => "postgres",
+        }
+    }
+
+    /// An engine over the shared store with its own data dir.
+    fn engine(&self, dir: &Path, cfg: impl FnOnce(&mut Config), model: bool) -> Engine {
+        let mut c = match self {
+            Shared::Twin(_) => Config::default(),
+            Shared::Pg(pg) => pg.config(),
+        };
+        if model {
+            c.embedding.model_dir = neuralcore_models::testing::model_cache()
+                .display()
+                .to_string();
+        }
+        cfg(&mut c);
+        match self {
+            Shared::Twin(s) => Engine::with_store(c, Box::new(s.clone()), Some(dir)),
+            Shared::Pg(_) => Engine::open(dir, c).unwrap(),
+        }
     }
 }
 
@@ -91,13 +128,17 @@ const BREAD: &str = "# Bread\n\nDough made from flour, water and yeast rises bef
 
 #[test]
 fn what_one_replica_ingests_removes_or_drops_the_other_finds_on_its_next_search() {
-    let Some(pg) = Pg::new("follow") else {
-        return;
-    };
+    for shared in Shared::all("follow") {
+        eprintln!("over the {}", shared.name());
+        follow(&shared);
+    }
+}
+
+fn follow(shared: &Shared) {
     let tmp = tempfile::tempdir().unwrap();
     let docs = tmp.path().join("docs");
-    let a = Engine::open(&tmp.path().join("a"), pg.config(true)).unwrap();
-    let b = Engine::open(&tmp.path().join("b"), pg.config(true)).unwrap();
+    let a = shared.engine(&tmp.path().join("a"), |_| {}, true);
+    let b = shared.engine(&tmp.path().join("b"), |_| {}, true);
     ingest(&a, &write(&docs, "cats.md", CATS), "c");
     // B had never opened the collection: it builds its indexes from the store.
     let q = "which feline pets catch rodents";
@@ -153,12 +194,16 @@ fn what_one_replica_ingests_removes_or_drops_the_other_finds_on_its_next_search(
 /// replicas' indexes once, whichever committed first.
 #[test]
 fn replicas_ingesting_into_one_collection_at_once_both_end_with_everything_once() {
-    let Some(pg) = Pg::new("race") else {
-        return;
-    };
+    for shared in Shared::all("race") {
+        eprintln!("over the {}", shared.name());
+        race(&shared);
+    }
+}
+
+fn race(shared: &Shared) {
     let tmp = tempfile::tempdir().unwrap();
-    let a = Arc::new(Engine::open(&tmp.path().join("a"), pg.config(false)).unwrap());
-    let b = Arc::new(Engine::open(&tmp.path().join("b"), pg.config(false)).unwrap());
+    let a = Arc::new(shared.engine(&tmp.path().join("a"), |_| {}, false));
+    let b = Arc::new(shared.engine(&tmp.path().join("b"), |_| {}, false));
     // Both load the (empty) collection first, so each has indexes to keep current.
     a.create_collection("r").unwrap();
     let _ = a
@@ -205,28 +250,33 @@ fn replicas_ingesting_into_one_collection_at_once_both_end_with_everything_once(
 /// A replica further behind than the journal log keeps rebuilds, and is then current.
 #[test]
 fn a_replica_behind_a_compacted_log_rebuilds() {
-    let Some(pg) = Pg::new("compact") else {
-        return;
-    };
+    for shared in Shared::all("compact") {
+        eprintln!("over the {}", shared.name());
+        compacted(&shared);
+    }
+}
+
+fn compacted(shared: &Shared) {
     let tmp = tempfile::tempdir().unwrap();
     let docs = tmp.path().join("docs");
-    let mut cfg = pg.config(false);
-    cfg.store.journal_keep = 1;
-    let a = Engine::open(&tmp.path().join("a"), cfg.clone()).unwrap();
-    let b = Engine::open(&tmp.path().join("b"), cfg).unwrap();
+    let keep_one = |c: &mut Config| c.store.journal_keep = 1;
+    let a = shared.engine(&tmp.path().join("a"), keep_one, true);
+    let b = shared.engine(&tmp.path().join("b"), keep_one, true);
     ingest(&a, &write(&docs, "cats.md", CATS), "k");
     assert_eq!(titles(&b, "k", "purr", SearchMode::Keyword), vec!["Cats"]);
     ingest(&a, &write(&docs, "volcano.md", LAVA), "k");
     ingest(&a, &write(&docs, "bread.md", BREAD), "k");
     // Two batches behind with one kept: not replayable.
     let g = a.collection("k").unwrap().generation;
-    let store = Engine::postgres_store(&pg.config(false)).unwrap();
-    use neuralcore_core::DocStore;
-    assert_eq!(store.index_journals("k", g - 2, g).unwrap(), None);
+    assert_eq!(a.store().index_journals("k", g - 2, g).unwrap(), None);
     assert_eq!(
         titles(&b, "k", "lava", SearchMode::Keyword),
         vec!["Volcanoes"]
     );
     assert_eq!(titles(&b, "k", "yeast", SearchMode::Keyword), vec!["Bread"]);
     assert_eq!(titles(&b, "k", "purr", SearchMode::Keyword), vec!["Cats"]);
+    assert_eq!(
+        titles(&b, "k", "hot liquid rock", SearchMode::Vector)[0],
+        "Volcanoes"
+    );
 }

@@ -474,6 +474,14 @@ impl IndexSession<'_> {
         self.guard.as_mut().expect("writer present in a session")
     }
 
+    /// Remove every chunk (a rebuild then adds the collection back, and readers see the
+    /// old contents until the commit).
+    pub fn clear(&mut self) -> Result<(), IndexError> {
+        self.writer().delete_all_documents()?;
+        self.dirty = true;
+        Ok(())
+    }
+
     /// Remove every chunk of a document (chunks added earlier in this session too).
     pub fn delete_doc(&mut self, doc: DocKey) {
         let f = self.idx.f_doc;

@@ -590,7 +590,18 @@ impl VectorIndex {
         added: &[((DocKey, u32), Vec<f32>)],
         generation: u64,
     ) -> Result<(), VectorError> {
-        self.apply_with(removed, added, generation, true)
+        self.apply_with(removed, added, generation, true, false)
+    }
+
+    /// Replace every vector by `added` at `generation` (a rebuild), persisted; searches
+    /// meanwhile see the old graph whole, then the new one. On any error nothing
+    /// changes.
+    pub fn replace(
+        &self,
+        added: &[((DocKey, u32), Vec<f32>)],
+        generation: u64,
+    ) -> Result<(), VectorError> {
+        self.apply_with(&[], added, generation, true, true)
     }
 
     /// [`VectorIndex::apply`] without writing the snapshot, which stays behind until
@@ -604,7 +615,7 @@ impl VectorIndex {
         added: &[((DocKey, u32), Vec<f32>)],
         generation: u64,
     ) -> Result<(), VectorError> {
-        self.apply_with(removed, added, generation, false)
+        self.apply_with(removed, added, generation, false, false)
     }
 
     /// Write the snapshot if [`VectorIndex::apply_unsaved`] left it behind.
@@ -627,11 +638,19 @@ impl VectorIndex {
         added: &[((DocKey, u32), Vec<f32>)],
         generation: u64,
         persist: bool,
+        fresh: bool,
     ) -> Result<(), VectorError> {
         // The writer lock guards no data: a panic in an earlier build left the graph as it
         // was, so a poisoned lock is taken as it is.
         let mut behind = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let mut next = self.graph.read().expect("vector index lock").clone();
+        let mut next = {
+            let g = self.graph.read().expect("vector index lock");
+            if fresh {
+                Graph::new(&g.model, g.dim, g.params)
+            } else {
+                g.clone()
+            }
+        };
         for (key, v) in added {
             if v.len() != next.dim {
                 return Err(VectorError::Invalid(format!(

@@ -182,22 +182,20 @@ impl Reader<'_> {
         let mut out: Vec<IndexJournal> = Vec::new();
         let mut missing = false;
         let mut next = after + 1;
-        self.0.visit(Table::JournalLog, &k_prefix(c), &mut |k, v| {
-            let tail: [u8; 8] = k[k.len() - 8..]
-                .try_into()
-                .map_err(|_| StoreError::Corrupt("journal log key length".into()))?;
-            let g = u64::from_be_bytes(tail);
-            if g < next || g > upto || missing {
-                return Ok(());
-            }
-            if g != next {
-                missing = true;
-                return Ok(());
-            }
-            out.push(dec(Table::JournalLog, v)?);
-            next += 1;
-            Ok(())
-        })?;
+        let (start, end) = (k_log(c, after + 1), k_log(c, upto.saturating_add(1)));
+        self.0
+            .visit_range(Table::JournalLog, &start, &end, &mut |k, v| {
+                let tail: [u8; 8] = k[k.len().saturating_sub(8)..]
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("journal log key length".into()))?;
+                if missing || u64::from_be_bytes(tail) != next {
+                    missing = true;
+                    return Ok(());
+                }
+                out.push(dec(Table::JournalLog, v)?);
+                next += 1;
+                Ok(())
+            })?;
         Ok((!missing && next == upto + 1).then_some(out))
     }
 }

@@ -19,12 +19,24 @@ type Tables = BTreeMap<Table, BTreeMap<Vec<u8>, Vec<u8>>>;
 pub struct InMemoryStore {
     tables: Arc<RwLock<Arc<Tables>>>,
     writer: Arc<Mutex<()>>,
+    /// Reports itself as [`DocStore::shared`]: clones stand for processes sharing one
+    /// server's store (tests of replicas without a server).
+    shared: bool,
 }
 
 impl InMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store that says it is shared ([`DocStore::shared`]): engines over its
+    /// clones behave as replicas over one server's store.
+    pub fn new_shared() -> Self {
+        InMemoryStore {
+            shared: true,
+            ..Self::default()
+        }
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -49,6 +61,22 @@ fn visit_map(
     Ok(())
 }
 
+fn visit_map_range(
+    m: Option<&BTreeMap<Vec<u8>, Vec<u8>>>,
+    start: &[u8],
+    end: &[u8],
+    f: &mut Visitor<'_>,
+) -> StoreResult<()> {
+    let Some(m) = m else { return Ok(()) };
+    if start >= end {
+        return Ok(());
+    }
+    for (k, v) in m.range(start.to_vec()..end.to_vec()) {
+        f(k, v)?;
+    }
+    Ok(())
+}
+
 impl RawRead for Snapshot {
     fn get(&self, t: Table, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
         Ok(self.0.get(&t).and_then(|m| m.get(key)).cloned())
@@ -58,6 +86,15 @@ impl RawRead for Snapshot {
     }
     fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         visit_map(self.0.get(&t), prefix, f)
+    }
+    fn visit_range(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        visit_map_range(self.0.get(&t), start, end, f)
     }
 }
 
@@ -76,6 +113,15 @@ impl RawRead for MemTxn<'_> {
     }
     fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         visit_map(self.work.get(&t), prefix, f)
+    }
+    fn visit_range(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        visit_map_range(self.work.get(&t), start, end, f)
     }
 }
 
@@ -150,6 +196,9 @@ impl DocStore for InMemoryStore {
     }
     fn embedding_count(&self) -> StoreResult<u64> {
         self.snapshot().len(Table::Embeddings)
+    }
+    fn shared(&self) -> bool {
+        self.shared
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
         let guard = self

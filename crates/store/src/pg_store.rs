@@ -67,7 +67,8 @@ pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// How to connect. `Default` gives the values below.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgStoreOptions {
-    /// Most connections held open at once (default 4).
+    /// Most connections held open at once (default 4, at least 2: a batch holds one
+    /// while it reads through another).
     pub pool_size: usize,
     /// Connect timeout, used when the URL sets none (default 5 s).
     pub connect_timeout: Duration,
@@ -95,6 +96,8 @@ pub struct PgStore {
     quoted: String,
     /// The name of the advisory lock that serializes writers (and migrations).
     lock: String,
+    /// Serializes this process's batches before they take a connection.
+    writer: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -165,7 +168,9 @@ impl PgStore {
         let (config, shown) =
             neuralcore_pg::config(url, "neuralcore-store", opts.connect_timeout).map_err(se)?;
         Ok(PgStore {
-            pool: Pool::new(config, shown, opts.pool_size, opts.pool_wait),
+            // A batch holds one connection while it reads through another.
+            pool: Pool::new(config, shown, opts.pool_size.max(2), opts.pool_wait),
+            writer: std::sync::Mutex::new(()),
             lock: format!("neuralcore-store:{schema}"),
             schema: schema.to_string(),
             quoted,
@@ -176,6 +181,12 @@ impl PgStore {
     /// writers' lock; what it was and is. A schema newer than this binary knows is an
     /// error and is left untouched.
     pub fn migrate(&self) -> StoreResult<Migrated> {
+        // Current already (every start but the first): no DDL, no lock, so a start never
+        // waits for another replica's batch and a role without DDL rights can run.
+        let now = self.version()?;
+        if now == PG_SCHEMA_VERSION {
+            return Ok(Migrated { from: now, to: now });
+        }
         let s = &self.quoted;
         let url = self.pool.url.clone();
         let map = |e| se(neuralcore_pg::map(e, &url));
@@ -228,7 +239,12 @@ impl PgStore {
     /// The version of the schema at `url` / `schema` without changing anything (0: no
     /// store there yet).
     pub fn schema_version(url: &str, schema: &str) -> StoreResult<i32> {
-        let store = Self::pool_only(url, schema, &PgStoreOptions::default())?;
+        Self::pool_only(url, schema, &PgStoreOptions::default())?.version()
+    }
+
+    /// The schema's version as it is (0: not created).
+    fn version(&self) -> StoreResult<i32> {
+        let store = self;
         let s = &store.quoted;
         store.pool.read(se, unavailable, |c| {
             let map = |e| se(neuralcore_pg::map(e, &store.pool.url));
@@ -289,6 +305,13 @@ fn sql_scan(s: &str, t: Table, bounded: bool) -> String {
     )
 }
 
+fn sql_range(s: &str, t: Table) -> String {
+    format!(
+        "SELECT key, value FROM {s}.{} WHERE key >= $1 AND key < $2 ORDER BY key",
+        t.name()
+    )
+}
+
 /// A prefix scan's statement and parameters.
 fn scan_args(s: &str, t: Table, prefix: &[u8]) -> (String, Option<Vec<u8>>) {
     let end = prefix_end(prefix);
@@ -331,11 +354,11 @@ impl Ops<'_, '_> {
             .client
             .query(&st, &[&keys])
             .map_err(|e| self.err(e))?;
-        let mut found: std::collections::HashMap<Vec<u8>, Vec<u8>> = rows
+        let found: std::collections::HashMap<Vec<u8>, Vec<u8>> = rows
             .into_iter()
             .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
             .collect();
-        Ok(keys.iter().map(|k| found.remove(*k)).collect())
+        Ok(keys.iter().map(|k| found.get(*k).cloned()).collect())
     }
 
     /// Every entry under `prefix`, streamed to `f` in key order.
@@ -355,6 +378,21 @@ impl Ops<'_, '_> {
             f(k, v)?;
         }
         Ok(())
+    }
+
+    fn range(
+        &mut self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let st = self.stmt(&sql_range(&self.store.quoted, t))?;
+        let rows = self
+            .conn
+            .client
+            .query(&st, &[&start, &end])
+            .map_err(|e| self.err(e))?;
+        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     fn scan(&mut self, t: Table, prefix: &[u8]) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -419,6 +457,18 @@ impl RawRead for PgRead<'_> {
         }
         Ok(())
     }
+    fn visit_range(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        for (k, v) in self.with(|o| o.range(t, start, end))? {
+            f(&k, &v)?;
+        }
+        Ok(())
+    }
     fn len(&self, t: Table) -> StoreResult<u64> {
         self.with(|o| o.len(t))
     }
@@ -429,6 +479,11 @@ struct PgTxn<'s> {
     conn: RefCell<PooledConn<'s>>,
     store: &'s PgStore,
     done: bool,
+    /// A statement failed: the transaction is aborted, and PostgreSQL would answer its
+    /// `COMMIT` with a silent rollback.
+    failed: std::cell::Cell<bool>,
+    /// This process's writers wait here, not each on a connection of the pool.
+    _one: std::sync::MutexGuard<'s, ()>,
 }
 
 impl PgTxn<'_> {
@@ -438,8 +493,11 @@ impl PgTxn<'_> {
             conn: &mut conn,
             store: self.store,
         });
-        if matches!(r, Err(StoreError::Unavailable(_))) {
-            conn.broken = true;
+        if let Err(e) = &r {
+            self.failed.set(true);
+            if matches!(e, StoreError::Unavailable(_)) {
+                conn.broken = true;
+            }
         }
         r
     }
@@ -473,6 +531,18 @@ impl RawRead for PgTxn<'_> {
     }
     fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()> {
         self.ops(|o| o.visit(t, prefix, f))
+    }
+    fn visit_range(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()> {
+        for (k, v) in self.ops(|o| o.range(t, start, end))? {
+            f(&k, &v)?;
+        }
+        Ok(())
     }
     fn len(&self, t: Table) -> StoreResult<u64> {
         self.ops(|o| o.len(t))
@@ -530,6 +600,12 @@ impl RawWrite for PgTxn<'_> {
         Ok(n)
     }
     fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        if self.failed.get() {
+            // Dropping rolls back.
+            return Err(StoreError::Backend(
+                "a statement of this batch failed earlier: nothing of it was committed".into(),
+            ));
+        }
         self.done = true;
         let r = self.ops(|o| o.conn.client.batch_execute("COMMIT").map_err(|e| o.err(e)));
         if r.is_err() {
@@ -595,6 +671,7 @@ impl DocStore for PgStore {
         true
     }
     fn begin(&self) -> StoreResult<Box<dyn StoreBatch + '_>> {
+        let one = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut conn = self.pool.get().map_err(se)?;
         let map = |e| se(neuralcore_pg::map(e, &self.pool.url));
         let begun = conn
@@ -614,6 +691,8 @@ impl DocStore for PgStore {
             conn: RefCell::new(conn),
             store: self,
             done: false,
+            failed: std::cell::Cell::new(false),
+            _one: one,
         })))
     }
     fn backup_to(&self, _dest: &std::path::Path) -> StoreResult<u64> {

@@ -67,6 +67,14 @@ pub(crate) trait RawRead {
     /// Call `f` on every entry whose key starts with `prefix`, in key order, one at a
     /// time (a table too large to copy out at once).
     fn visit(&self, t: Table, prefix: &[u8], f: &mut Visitor<'_>) -> StoreResult<()>;
+    /// Call `f` on every entry with `start <= key < end`, in key order.
+    fn visit_range(
+        &self,
+        t: Table,
+        start: &[u8],
+        end: &[u8],
+        f: &mut Visitor<'_>,
+    ) -> StoreResult<()>;
     /// How many entries the table holds.
     fn len(&self, t: Table) -> StoreResult<u64>;
 }

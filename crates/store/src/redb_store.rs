@@ -199,6 +199,26 @@ macro_rules! raw_read {
                     .map_err(|e| be(self.broken, e))?;
                 visit_table(&table, prefix, self.broken, f)
             }
+            fn visit_range(
+                &self,
+                t: Table,
+                start: &[u8],
+                end: &[u8],
+                f: &mut Visitor<'_>,
+            ) -> StoreResult<()> {
+                let table = self
+                    .txn
+                    .open_table(def(t))
+                    .map_err(|e| be(self.broken, e))?;
+                for item in table
+                    .range::<&[u8]>(start..end)
+                    .map_err(|e| be(self.broken, e))?
+                {
+                    let (k, v) = item.map_err(|e| be(self.broken, e))?;
+                    f(k.value(), v.value())?;
+                }
+                Ok(())
+            }
         }
     };
 }
@@ -257,16 +277,8 @@ impl DocStore for RedbStore {
         let db = self.db()?;
         let io = |e: crate::copy::CopyError| StoreError::Backend(e.to_string());
         let mut copy = crate::copy::RedbCopy::begin(&db, dest).map_err(io)?;
-        for def in [
-            COLLECTIONS,
-            SOURCES,
-            DOCUMENTS,
-            CHUNKS,
-            JOURNAL,
-            EMBEDDINGS,
-            EMBEDDING_MODELS,
-        ] {
-            copy.table(def).map_err(io)?;
+        for t in Table::ALL {
+            copy.table(def(t)).map_err(io)?;
         }
         copy.finish().map_err(io)
     }
