@@ -37,6 +37,7 @@ mod memory;
 mod mind;
 mod paraphrase;
 mod replay;
+mod replica;
 mod vectors;
 mod workload;
 
@@ -66,6 +67,8 @@ const USAGE: &str = "usage:
   nc-bench mcp --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
   nc-bench cache --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
       [--asks 30] [--redis URL] [--pg URL] [--llm URL --llm-model NAME]
+  nc-bench replica --data-dir DIR --queries FILE --corpus FILE --pg URL [--collection C]
+      [--model-dir DIR] [-n 300]
   nc-bench paraphrase --squad FILE --model-dir DIR
   nc-bench cache-replay --data-dir DIR --queries FILE --squad FILE [--collection C] [--model-dir DIR]
       [-n 300] [--llm URL --llm-model NAME]
@@ -459,6 +462,7 @@ fn main() -> ExitCode {
         "memory" => memory::bench_memory(&args[1..]),
         "paraphrase" => paraphrase::bench_paraphrase(&args[1..]),
         "cache-replay" => replay::bench_replay(&args[1..]),
+        "replica" => replica::bench_replica(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
