@@ -623,7 +623,10 @@ impl App {
         for c in &manifest.collections {
             let got = engine.collection(&c.name)?;
             let idx = engine.keyword_index(&c.name)?;
-            let vectors = engine.vector_index(&c.name)?.map(|v| v.stats().live as u64);
+            let vectors = match engine.vector_index(&c.name)? {
+                Some(v) => Some(v.stats()?.live as u64),
+                None => None,
+            };
             if (got.documents, got.chunks) != (c.documents, c.chunks)
                 || idx.num_chunks() != c.chunks
                 || vectors.is_some_and(|n| n != c.chunks)

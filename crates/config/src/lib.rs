@@ -29,6 +29,8 @@ pub struct ConfigError(pub String);
 pub struct Config {
     /// `[store]`: where documents, chunks and the embedding cache live.
     pub store: StoreSettings,
+    /// `[index]`: where each collection's vector index lives.
+    pub index: IndexSettings,
     /// `[ingest]`
     pub ingest: IngestConfig,
     /// `[keyword]`
@@ -236,6 +238,27 @@ impl Default for StoreSettings {
             journal_keep: 1000,
         }
     }
+}
+
+/// `[index] vector`: where a collection's vector index lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VectorBackendKind {
+    /// An HNSW graph in this process's data dir (`[vector]` sets it up), caught up from
+    /// the store's journal.
+    #[default]
+    Local,
+    /// One HNSW index per collection in PostgreSQL (pgvector), next to the documents
+    /// (`[store] backend = "postgres"`), shared by every replica.
+    Pgvector,
+}
+
+/// `[index]`: the indexes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexSettings {
+    /// `local` or `pgvector`.
+    pub vector: VectorBackendKind,
 }
 
 /// `[mind] backend`: where the blackboard lives.
@@ -797,6 +820,14 @@ postgres_pool = 4
 # batch; further behind, it rebuilds from the store.
 journal_keep = 1000
 
+[index]
+# Where each collection's vector index lives: "local" (an HNSW graph in the data dir,
+# set up by [vector], caught up from the store) or "pgvector" (an HNSW index per
+# collection in PostgreSQL next to the documents, shared by every replica; needs
+# [store] backend = "postgres" and the server's `vector` extension; m, ef_construction
+# and ef_search come from [vector]). ARCHITECTURE.md says when to pick which.
+vector = "local"
+
 [ingest]
 # Globs (relative to a folder given to `ingest`) a file must match; empty = every
 # format a loader reads (txt, md, html, pdf, json, jsonl, csv, tsv, ...).
@@ -1151,6 +1182,7 @@ answer_paraphrase = 0.0
 
 const SECTIONS: &[&str] = &[
     "store",
+    "index",
     "ingest",
     "keyword",
     "analyzer",
@@ -1249,6 +1281,15 @@ impl Config {
                 "store.postgres_pool must be at least 2 (got {})",
                 self.store.postgres_pool
             ));
+        }
+        if self.index.vector == VectorBackendKind::Pgvector
+            && self.store.backend != StoreBackendKind::Postgres
+        {
+            return bad(
+                "index.vector = \"pgvector\" keeps vectors next to the documents: it needs \
+                 store.backend = \"postgres\""
+                    .into(),
+            );
         }
         if self.ingest.chunk_tokens < 8 {
             return bad(format!(
@@ -1444,6 +1485,37 @@ mod tests {
         ];
         let c = Config::load(None, env).unwrap();
         assert_eq!(c.keyword.k1, 0.9);
+        // pgvector keeps vectors next to the documents: not with the embedded store.
+        let pgv = |store: &str| {
+            Config::load(
+                None,
+                vec![
+                    (
+                        "NEURALCORE_INDEX_VECTOR".to_string(),
+                        "pgvector".to_string(),
+                    ),
+                    ("NEURALCORE_STORE_BACKEND".into(), store.into()),
+                ],
+            )
+        };
+        let e = pgv("embedded").unwrap_err();
+        assert!(
+            e.to_string().contains("store.backend = \"postgres\""),
+            "{e}"
+        );
+        assert_eq!(
+            pgv("postgres").unwrap().index.vector,
+            VectorBackendKind::Pgvector
+        );
+        let pool = vec![(
+            "NEURALCORE_STORE_POSTGRES_POOL".to_string(),
+            "1".to_string(),
+        )];
+        let e = Config::load(None, pool).unwrap_err();
+        assert!(
+            e.to_string().contains("postgres_pool must be at least 2"),
+            "{e}"
+        );
         assert_eq!(c.ingest.exclude, vec!["**/x/**"]);
         assert_eq!(c.analyzer.stemmer, "none");
         // The memory reranker: weights from the config, or clear errors.

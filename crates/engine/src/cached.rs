@@ -256,8 +256,11 @@ impl Engine {
             .lock()
             .expect("vector map lock")
             .get(collection)
-            .map(|i| i.generation());
-        keyword.is_none_or(|g| g == generation) && vector.is_none_or(|g| g == generation)
+            .cloned()
+            // A pgvector index's generation is read from the server (not under the lock);
+            // one that cannot be read is not taken as current.
+            .map(|i| i.generation().ok());
+        keyword.is_none_or(|g| g == generation) && vector.is_none_or(|g| g == Some(generation))
     }
 
     /// `scorer`'s scores of `passages` against `query` (a reranker: `op` is

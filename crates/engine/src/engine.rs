@@ -8,7 +8,7 @@ use neuralcore_core::{
     Chunk, CollectionInfo, DocKey, DocStore, DocumentRecord, Embedder, IndexJournal, Reranker,
     SourceRecord,
 };
-use neuralcore_index::{IndexChunk, KeywordIndex, VectorIndex};
+use neuralcore_index::{IndexChunk, KeywordIndex};
 use neuralcore_store::{InMemoryStore, PgStore, PgStoreOptions, RedbStore};
 
 use crate::search::{Ranked, SearchOptions};
@@ -35,7 +35,7 @@ pub struct Engine {
     index_root: Option<PathBuf>,
     pub(crate) indexes: Mutex<HashMap<String, Arc<KeywordIndex>>>,
     pub(crate) embedder: OnceLock<Result<Arc<dyn Embedder>, String>>,
-    pub(crate) vectors: Mutex<HashMap<String, Arc<VectorIndex>>>,
+    pub(crate) vectors: Mutex<HashMap<String, Arc<crate::Vectors>>>,
     pub(crate) reranker: OnceLock<Result<Arc<dyn Reranker>, String>>,
     /// The evaluator `neuralcore train evaluator` wrote, loaded on first use.
     pub(crate) trained_evaluator: OnceLock<Result<Arc<dyn Reranker>, String>>,

@@ -38,7 +38,7 @@ use neuralcore_ingest::{
 use serde::Serialize;
 
 use crate::vectors::{
-    cached_or_embed, pending_for, ChunkVector, PendingVector, VectorPair, EMBED_GROUP,
+    cached_or_embed, pending_for, ChunkVector, PendingVector, VectorPair, Vectors, EMBED_GROUP,
 };
 use crate::{now_rfc3339, Engine, EngineError};
 
@@ -303,7 +303,10 @@ impl<'e, 'i> Ingestor<'e, 'i> {
         }
         // The generations the indexes reflect before this batch.
         let idx_before = self.idx.generation();
-        let vec_before = self.vec.as_ref().map(|(_, v)| v.generation());
+        let vec_before = self
+            .vec
+            .as_ref()
+            .and_then(|(_, v)| v.local().map(|l| l.generation()));
         batch.commit()?;
         self.batch_bytes = 0;
         self.batch_chunks = 0;
@@ -341,24 +344,36 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                     return Err(e);
                 }
             }
-            if let (Some((embedder, vidx)), Some(before)) = (&self.vec, vec_before) {
+            if let Some((embedder, vidx)) = &self.vec {
                 let kept: HashSet<DocKey> = added.iter().copied().collect();
                 let vectors: Vec<_> = std::mem::take(&mut self.vectors)
                     .into_iter()
                     .filter(|(k, _)| kept.contains(&k.0))
                     .collect();
-                let stamped = stamp(before);
-                let r = vidx
-                    .apply_unsaved(&removed, &vectors, stamped)
-                    .map_err(EngineError::from)
-                    .and_then(|()| {
-                        if stamped == generation {
-                            Ok(())
-                        } else {
-                            let _one = self.engine.following.lock();
-                            self.engine.sync_vectors(&c, vidx, &**embedder, &mut |_| {})
-                        }
-                    });
+                let r = match (&**vidx, vec_before) {
+                    (Vectors::Local(li), Some(before)) => {
+                        let stamped = stamp(before);
+                        li.apply_unsaved(&removed, &vectors, stamped)
+                            .map_err(EngineError::from)
+                            .and_then(|()| {
+                                if stamped == generation {
+                                    Ok(())
+                                } else {
+                                    let _one = self.engine.following.lock();
+                                    self.engine.sync_vectors(&c, vidx, &**embedder, &mut |_| {})
+                                }
+                            })
+                    }
+                    (Vectors::Pgvector(p), _) => self.engine.apply_pg_batch(
+                        &c,
+                        p,
+                        &**embedder,
+                        &removed,
+                        &vectors,
+                        generation,
+                    ),
+                    (Vectors::Local(_), None) => Ok(()),
+                };
                 if let Err(e) = r {
                     self.engine.forget_vectors(&c);
                     return Err(e);
@@ -371,7 +386,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 let t = Instant::now();
                 if let Err(e) = vidx.save() {
                     self.engine.forget_vectors(&c);
-                    return Err(e.into());
+                    return Err(e);
                 }
                 self.vec_saved = (Instant::now(), t.elapsed());
             }

@@ -24,12 +24,12 @@ pub use ingest::{FileOutcome, IngestObserver, IngestSummary, RemoveSummary};
 pub use neuralcore_cache::{Op as CacheOp, Served as CacheServed};
 pub use neuralcore_config::{
     AgentsConfig, CacheSettings, ColdTierKind, Config, ConfigError, EmbeddingConfig, Fusion,
-    GradeConfig, HotTierKind, IngestConfig, KeywordConfig, LoopConfig, MemoryBackendKind,
-    MemorySettings, MindBackend, MindSettings, RerankConfig, SearchConfig, SearchMode,
-    StoreBackendKind, StoreSettings, VectorConfig, TEMPLATE,
+    GradeConfig, HotTierKind, IndexSettings, IngestConfig, KeywordConfig, LoopConfig,
+    MemoryBackendKind, MemorySettings, MindBackend, MindSettings, RerankConfig, SearchConfig,
+    SearchMode, StoreBackendKind, StoreSettings, VectorBackendKind, VectorConfig, TEMPLATE,
 };
 pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
-pub use vectors::{embed_text, TRAINED_EVALUATOR};
+pub use vectors::{embed_text, Vectors, TRAINED_EVALUATOR};
 
 impl From<ConfigError> for EngineError {
     fn from(e: ConfigError) -> Self {

@@ -149,7 +149,7 @@ impl Engine {
         };
         let q = self.query_vector_in(crate::cached::tenant_of(collection), query)?;
         Ok(Some(
-            idx.search(&q, k, false)
+            idx.search(&q, k, false)?
                 .into_iter()
                 .map(|h| ScoredChunk {
                     doc: h.doc,

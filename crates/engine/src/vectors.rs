@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, Reranker, TextKind};
-use neuralcore_index::VectorIndex;
+use neuralcore_index::{VectorHit, VectorIndex, VectorStats};
+use neuralcore_store::PgVectors;
+
+use neuralcore_config::VectorBackendKind;
 
 use crate::engine::CatchUp;
 use crate::{Engine, EngineError};
@@ -53,7 +56,94 @@ pub fn embed_text(title: &str, text: &str) -> String {
 pub(crate) type ChunkVector = ((DocKey, u32), Vec<f32>);
 
 /// The embedding model and a collection's vector index.
-pub(crate) type VectorPair = (Arc<dyn Embedder>, Arc<VectorIndex>);
+pub(crate) type VectorPair = (Arc<dyn Embedder>, Arc<Vectors>);
+
+/// A collection's vector index (`[index] vector`): an HNSW graph in this process's data
+/// dir, or pgvector's in PostgreSQL next to the documents. Both are caught up from the
+/// store's journal (see [`Engine::vector_index`]) and score by cosine similarity.
+// One per collection, behind an `Arc`: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Vectors {
+    /// In the data dir (or in memory).
+    Local(VectorIndex),
+    /// In PostgreSQL, shared by every replica.
+    Pgvector(PgVectors),
+}
+
+impl Vectors {
+    /// The store generation the index reflects.
+    pub fn generation(&self) -> Result<u64, EngineError> {
+        match self {
+            Vectors::Local(i) => Ok(i.generation()),
+            Vectors::Pgvector(p) => Ok(p.generation()?),
+        }
+    }
+
+    /// Counts (a pgvector index keeps no deleted vectors behind).
+    pub fn stats(&self) -> Result<VectorStats, EngineError> {
+        match self {
+            Vectors::Local(i) => Ok(i.stats()),
+            Vectors::Pgvector(p) => Ok(VectorStats {
+                live: p.len()? as usize,
+                deleted: 0,
+                dim: p.dim(),
+                generation: p.generation()?,
+            }),
+        }
+    }
+
+    /// The `k` chunks most similar to `query` (unit length), best first; `exact` scans
+    /// every vector (recall measurements).
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        exact: bool,
+    ) -> Result<Vec<VectorHit>, EngineError> {
+        match self {
+            Vectors::Local(i) => Ok(i.search(query, k, exact)),
+            Vectors::Pgvector(p) => Ok(p
+                .search(query, k, exact)?
+                .into_iter()
+                .map(|h| VectorHit {
+                    doc: h.doc,
+                    ordinal: h.ordinal,
+                    score: h.score,
+                })
+                .collect()),
+        }
+    }
+
+    /// The cosine similarity of a chunk's vector to `query`, if the index holds one.
+    pub fn similarity(
+        &self,
+        doc: DocKey,
+        ordinal: u32,
+        query: &[f32],
+    ) -> Result<Option<f32>, EngineError> {
+        match self {
+            Vectors::Local(i) => Ok(i.similarity(doc, ordinal, query)),
+            Vectors::Pgvector(p) => Ok(p.similarity(doc, ordinal, query)?),
+        }
+    }
+
+    /// The local index, if that is what this is.
+    pub fn local(&self) -> Option<&VectorIndex> {
+        match self {
+            Vectors::Local(i) => Some(i),
+            Vectors::Pgvector(_) => None,
+        }
+    }
+
+    /// Write what an ingest left unsaved (the local index's snapshot; pgvector commits
+    /// as it goes).
+    pub fn save(&self) -> Result<(), EngineError> {
+        match self {
+            Vectors::Local(i) => Ok(i.save()?),
+            Vectors::Pgvector(_) => Ok(()),
+        }
+    }
+}
 
 /// A chunk waiting for its vector.
 pub(crate) struct PendingVector {
@@ -216,10 +306,10 @@ impl Engine {
             return Ok(vec![None; chunks.len()]);
         };
         let q = self.query_vector_in(crate::cached::tenant_of(collection), query)?;
-        Ok(chunks
+        chunks
             .iter()
             .map(|(d, o)| index.similarity(*d, *o, &q))
-            .collect())
+            .collect()
     }
 
     /// The vectors of `texts` embedded as `kind` (queries, or sentences to compare with
@@ -266,7 +356,7 @@ impl Engine {
     /// Write every open vector index's snapshot that an ingest left behind (see
     /// `VectorIndex::apply_unsaved`): before a backup copies them.
     pub fn save_vectors(&self) -> Result<(), EngineError> {
-        let open: Vec<Arc<VectorIndex>> = self
+        let open: Vec<Arc<Vectors>> = self
             .vectors
             .lock()
             .expect("vector map lock")
@@ -281,7 +371,7 @@ impl Engine {
 
     /// The vector index of a collection, opened and brought up to the store's
     /// generation; `None` without an embedding model.
-    pub fn vector_index(&self, collection: &str) -> Result<Option<Arc<VectorIndex>>, EngineError> {
+    pub fn vector_index(&self, collection: &str) -> Result<Option<Arc<Vectors>>, EngineError> {
         self.vector_index_observed(collection, &mut |_| {})
     }
 
@@ -290,7 +380,7 @@ impl Engine {
         &self,
         collection: &str,
         progress: &mut dyn FnMut(usize),
-    ) -> Result<Option<Arc<VectorIndex>>, EngineError> {
+    ) -> Result<Option<Arc<Vectors>>, EngineError> {
         let Some(embedder) = self.embedder() else {
             return Ok(None);
         };
@@ -300,22 +390,36 @@ impl Engine {
             drop(map);
             if self.may_follow(collection) {
                 if let Ok(_one) = self.following.try_lock() {
-                    self.sync_vectors(collection, &i, &*embedder, progress)?;
+                    // A pgvector index another process is catching up is used as it is.
+                    self.sync_vectors_waiting(collection, &i, &*embedder, progress, false)?;
                 }
             }
             return Ok(Some(i));
         }
         let model = embedder.model_id().to_string();
-        let idx = match &self.data_dir {
-            Some(d) => VectorIndex::open(
-                &d.join("vectors")
-                    .join(collection)
-                    .join(format!("{}.hnsw", slug(&model))),
+        let idx = if self.config.index.vector == VectorBackendKind::Pgvector {
+            let s = &self.config.store;
+            Vectors::Pgvector(PgVectors::open(
+                &s.postgres_url,
+                &s.postgres_schema,
+                s.postgres_pool,
+                collection,
                 &model,
                 embedder.dimension(),
                 self.config.vector,
-            ),
-            None => VectorIndex::in_memory(&model, embedder.dimension(), self.config.vector),
+            )?)
+        } else {
+            Vectors::Local(match &self.data_dir {
+                Some(d) => VectorIndex::open(
+                    &d.join("vectors")
+                        .join(collection)
+                        .join(format!("{}.hnsw", slug(&model))),
+                    &model,
+                    embedder.dimension(),
+                    self.config.vector,
+                ),
+                None => VectorIndex::in_memory(&model, embedder.dimension(), self.config.vector),
+            })
         };
         let idx = Arc::new(idx);
         self.sync_vectors(collection, &idx, &*embedder, progress)?;
@@ -395,18 +499,130 @@ impl Engine {
             .remove(collection);
     }
 
+    /// Bring `idx` up to the store's generation of `collection`: replay the journal
+    /// log from the index's generation, or rebuild from every stored chunk (vectors from
+    /// the embedding cache, the rest embedded). A pgvector index is caught up in one
+    /// transaction holding its row: with `wait` false and another process at it, this
+    /// returns at once and the index is used as it is.
     pub(crate) fn sync_vectors(
         &self,
         collection: &str,
-        idx: &VectorIndex,
+        idx: &Vectors,
         embedder: &dyn Embedder,
         progress: &mut dyn FnMut(usize),
     ) -> Result<(), EngineError> {
-        let idx_gen = idx.generation();
+        self.sync_vectors_waiting(collection, idx, embedder, progress, true)
+    }
+
+    pub(crate) fn sync_vectors_waiting(
+        &self,
+        collection: &str,
+        idx: &Vectors,
+        embedder: &dyn Embedder,
+        progress: &mut dyn FnMut(usize),
+        wait: bool,
+    ) -> Result<(), EngineError> {
+        match idx {
+            Vectors::Local(idx) => {
+                let idx_gen = idx.generation();
+                let Some((store_gen, rebuild, removed, vectors)) =
+                    self.vector_plan(collection, idx_gen, embedder, progress)?
+                else {
+                    return Ok(());
+                };
+                if rebuild {
+                    // Searches meanwhile see the old graph whole, then the new one.
+                    idx.replace(&vectors, store_gen)?;
+                } else {
+                    idx.apply(&removed, &vectors, store_gen)?;
+                }
+                Ok(())
+            }
+            Vectors::Pgvector(p) => {
+                // Cheap check first: most searches find the index current.
+                let (_, plan) = self.catch_up(collection, p.generation()?)?;
+                if matches!(plan, CatchUp::Current) {
+                    return Ok(());
+                }
+                p.update(wait, |tx| -> Result<(), EngineError> {
+                    let Some((store_gen, rebuild, removed, vectors)) =
+                        self.vector_plan(collection, tx.generation(), embedder, progress)?
+                    else {
+                        return Ok(());
+                    };
+                    if rebuild {
+                        tx.clear()?;
+                        tx.insert(&vectors)?;
+                        tx.finish_rebuild()?;
+                    } else {
+                        tx.remove_docs(&removed)?;
+                        tx.insert(&vectors)?;
+                    }
+                    tx.set_generation(store_gen);
+                    Ok(())
+                })?;
+                Ok(())
+            }
+        }
+    }
+
+    /// After this process committed a batch taking `collection` to `generation`: put
+    /// its changes into a pgvector index (`removed` documents out, `vectors` in) when
+    /// the index was one batch behind, else catch it up from the journal (another
+    /// process's batch got in between, or another process applied this one already).
+    pub(crate) fn apply_pg_batch(
+        &self,
+        collection: &str,
+        p: &PgVectors,
+        embedder: &dyn Embedder,
+        removed: &[DocKey],
+        vectors: &[ChunkVector],
+        generation: u64,
+    ) -> Result<(), EngineError> {
+        p.update(true, |tx| -> Result<(), EngineError> {
+            if tx.generation() >= generation {
+                return Ok(());
+            }
+            if tx.generation() + 1 == generation {
+                tx.remove_docs(removed)?;
+                tx.insert(vectors)?;
+                tx.set_generation(generation);
+                return Ok(());
+            }
+            let Some((store_gen, rebuild, removed, vectors)) =
+                self.vector_plan(collection, tx.generation(), embedder, &mut |_| {})?
+            else {
+                return Ok(());
+            };
+            if rebuild {
+                tx.clear()?;
+                tx.insert(&vectors)?;
+                tx.finish_rebuild()?;
+            } else {
+                tx.remove_docs(&removed)?;
+                tx.insert(&vectors)?;
+            }
+            tx.set_generation(store_gen);
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// What brings an index at `idx_gen` up to the store: the store's generation,
+    /// whether it is a rebuild, the documents whose vectors go, and the vectors that
+    /// come; `None` when it is current.
+    #[allow(clippy::type_complexity)]
+    fn vector_plan(
+        &self,
+        collection: &str,
+        idx_gen: u64,
+        embedder: &dyn Embedder,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Option<(u64, bool, Vec<DocKey>, Vec<ChunkVector>)>, EngineError> {
         let (store_gen, plan) = self.catch_up(collection, idx_gen)?;
         let rebuild = matches!(plan, CatchUp::Rebuild);
         let (removed, docs) = match plan {
-            CatchUp::Current => return Ok(()),
+            CatchUp::Current => return Ok(None),
             CatchUp::Replay(journal) => {
                 tracing::info!(
                     collection,
@@ -431,13 +647,7 @@ impl Engine {
             }
         }
         let vectors = self.vectors_for(embedder, &pending, progress)?;
-        if rebuild {
-            // Searches meanwhile see the old graph whole, then the new one.
-            idx.replace(&vectors, store_gen)?;
-        } else {
-            idx.apply(&removed, &vectors, store_gen)?;
-        }
-        Ok(())
+        Ok(Some((store_gen, rebuild, removed, vectors)))
     }
 
     /// Vectors for `pending` chunks: from the embedding cache, the rest embedded and

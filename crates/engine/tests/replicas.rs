@@ -11,7 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use neuralcore_engine::{Config, Engine, IngestObserver, SearchMode, StoreBackendKind};
+use neuralcore_engine::{
+    Config, Engine, IngestObserver, SearchMode, StoreBackendKind, VectorBackendKind, Vectors,
+};
 use neuralcore_store::InMemoryStore;
 
 struct Quiet;
@@ -68,6 +70,8 @@ impl Drop for Pg {
 enum Shared {
     Twin(InMemoryStore),
     Pg(Pg),
+    /// PostgreSQL with the vector index there too (`[index] vector = "pgvector"`).
+    Pgvector(Pg),
 }
 
 impl Shared {
@@ -75,6 +79,7 @@ impl Shared {
     fn all(test: &str) -> Vec<Shared> {
         let mut v = vec![Shared::Twin(InMemoryStore::new_shared())];
         v.extend(Pg::new(test).map(Shared::Pg));
+        v.extend(Pg::new(&format!("{test}_v")).map(Shared::Pgvector));
         v
     }
 
@@ -82,6 +87,7 @@ impl Shared {
         match self {
             Shared::Twin(_) => "in-memory twin",
             Shared::Pg(_) => "postgres",
+            Shared::Pgvector(_) => "postgres with pgvector",
         }
     }
 
@@ -90,6 +96,11 @@ impl Shared {
         let mut c = match self {
             Shared::Twin(_) => Config::default(),
             Shared::Pg(pg) => pg.config(),
+            Shared::Pgvector(pg) => {
+                let mut c = pg.config();
+                c.index.vector = VectorBackendKind::Pgvector;
+                c
+            }
         };
         if model {
             c.embedding.model_dir = neuralcore_models::testing::model_cache()
@@ -99,7 +110,7 @@ impl Shared {
         cfg(&mut c);
         match self {
             Shared::Twin(s) => Engine::with_store(c, Box::new(s.clone()), Some(dir)),
-            Shared::Pg(_) => Engine::open(dir, c).unwrap(),
+            Shared::Pg(_) | Shared::Pgvector(_) => Engine::open(dir, c).unwrap(),
         }
     }
 }
@@ -279,4 +290,115 @@ fn compacted(shared: &Shared) {
         titles(&b, "k", "hot liquid rock", SearchMode::Vector)[0],
         "Volcanoes"
     );
+}
+
+/// The pgvector index ranks as the local HNSW index does and scores the same cosine
+/// similarities, over one store; one engine's batch is in it for the other at once
+/// (one index, no catch-up); and it holds each chunk once.
+#[test]
+fn pgvector_ranks_and_scores_as_the_local_index_and_is_one_index_for_every_replica() {
+    let Some(pg) = Pg::new("pgv") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let local = Shared::Pg(pg);
+    let l = local.engine(&tmp.path().join("l"), |_| {}, true);
+    let p = local.engine(
+        &tmp.path().join("p"),
+        |c| c.index.vector = VectorBackendKind::Pgvector,
+        true,
+    );
+    let q = local.engine(
+        &tmp.path().join("q"),
+        |c| c.index.vector = VectorBackendKind::Pgvector,
+        true,
+    );
+    for (name, body) in [("cats.md", CATS), ("volcano.md", LAVA), ("bread.md", BREAD)] {
+        ingest(&p, &write(&docs, name, body), "v");
+    }
+    let pv = p.vector_index("v").unwrap().unwrap();
+    assert!(matches!(*pv, Vectors::Pgvector(_)));
+    let lv = l.vector_index("v").unwrap().unwrap();
+    assert!(matches!(*lv, Vectors::Local(_)));
+    assert_eq!(pv.stats().unwrap().live, 3);
+    assert_eq!(
+        pv.stats().unwrap().generation,
+        p.collection("v").unwrap().generation
+    );
+    let keys: Vec<(u64, u32)> = p
+        .store()
+        .document_keys("v")
+        .unwrap()
+        .into_iter()
+        .map(|d| (d, 0))
+        .collect();
+    for text in [
+        "which feline pets catch rodents",
+        "hot liquid rock",
+        "baking",
+    ] {
+        assert_eq!(
+            titles(&p, "v", text, SearchMode::Vector),
+            titles(&l, "v", text, SearchMode::Vector),
+            "{text}"
+        );
+        let (a, b) = (
+            p.chunk_similarities("v", text, &keys).unwrap(),
+            l.chunk_similarities("v", text, &keys).unwrap(),
+        );
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x.unwrap() - y.unwrap()).abs() < 1e-5, "{x:?} vs {y:?}");
+        }
+        let qv = p.query_vector(text).unwrap();
+        let (approx, exact) = (
+            pv.search(&qv, 3, false).unwrap(),
+            pv.search(&qv, 3, true).unwrap(),
+        );
+        assert_eq!(approx.len(), 3);
+        assert_eq!(
+            approx.iter().map(|h| h.doc).collect::<Vec<_>>(),
+            exact.iter().map(|h| h.doc).collect::<Vec<_>>()
+        );
+    }
+    // Q's batch: P finds it on its next search without anything to replay.
+    ingest(
+        &q,
+        &write(
+            &docs,
+            "tides.md",
+            "# Tides\n\nThe Moon's gravity pulls the oceans into bulges.",
+        ),
+        "v",
+    );
+    assert_eq!(
+        pv.stats().unwrap().generation,
+        q.collection("v").unwrap().generation,
+        "the writer put its batch into the shared index"
+    );
+    assert_eq!(
+        titles(
+            &p,
+            "v",
+            "what makes the sea rise and fall",
+            SearchMode::Vector
+        )[0],
+        "Tides"
+    );
+    // A replaced file: its old chunk goes, once.
+    ingest(
+        &q,
+        &write(
+            &docs,
+            "cats.md",
+            "# Cats\n\nCats sleep for most of the day.",
+        ),
+        "v",
+    );
+    assert_eq!(pv.stats().unwrap().live, 4);
+    q.remove("v", &[docs.join("bread.md").display().to_string()])
+        .unwrap();
+    assert_eq!(
+        p.vector_index("v").unwrap().unwrap().stats().unwrap().live,
+        3
+    );
+    assert!(!titles(&p, "v", "baking", SearchMode::Vector).contains(&"Bread".into()));
 }

@@ -131,7 +131,7 @@ fn reingest_and_rm_replace_vectors_with_their_chunks() {
     ingest(&e, &[&docs], "default");
     let store_keys = e.store().document_keys("default").unwrap();
     let idx = e.vector_index("default").unwrap().unwrap();
-    assert_eq!(idx.stats().live, 3);
+    assert_eq!(idx.stats().unwrap().live, 3);
     for q in ["feline pets", "comet orbits", "hot lava"] {
         for h in e
             .search("default", q, 10, Some(SearchMode::Vector))
@@ -149,7 +149,7 @@ fn reingest_and_rm_replace_vectors_with_their_chunks() {
         .text
         .contains("comets"));
     e.remove("default", &[cats.display().to_string()]).unwrap();
-    assert_eq!(idx.stats().live, 2);
+    assert_eq!(idx.stats().unwrap().live, 2);
     let hits = e
         .search("default", "comet orbits", 10, Some(SearchMode::Vector))
         .unwrap()
@@ -246,7 +246,15 @@ fn a_lost_or_damaged_vector_index_is_rebuilt_from_the_cache() {
         titles(&e, "default", "rising dough", SearchMode::Vector),
         before
     );
-    assert_eq!(e.vector_index("default").unwrap().unwrap().stats().live, 3);
+    assert_eq!(
+        e.vector_index("default")
+            .unwrap()
+            .unwrap()
+            .stats()
+            .unwrap()
+            .live,
+        3
+    );
     // Dropping the collection removes its vectors too.
     e.drop_collection("default").unwrap();
     assert!(!dir.exists());
@@ -283,9 +291,9 @@ fn a_vector_index_one_batch_behind_replays_the_last_batch() {
     let e = Engine::open(&data, config()).unwrap();
     let mut n = Count::default();
     let idx = e.vector_index("default").unwrap().unwrap();
-    assert_eq!(idx.stats().live, 3);
+    assert_eq!(idx.stats().unwrap().live, 3);
     assert_eq!(
-        idx.stats().generation,
+        idx.stats().unwrap().generation,
         e.collection("default").unwrap().generation
     );
     let top = &e

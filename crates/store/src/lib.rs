@@ -12,10 +12,12 @@ pub mod copy;
 mod logic;
 mod memory;
 mod pg_store;
+mod pg_vectors;
 mod raw;
 mod redb_store;
 pub mod reopen;
 
 pub use memory::InMemoryStore;
 pub use pg_store::{Migrated, PgStore, PgStoreOptions, PG_SCHEMA_VERSION};
+pub use pg_vectors::{PgVectorHit, PgVectors, VectorTxn};
 pub use redb_store::RedbStore;

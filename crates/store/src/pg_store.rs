@@ -59,6 +59,17 @@ CREATE TABLE {s}.embedding_models (key bytea PRIMARY KEY, value bytea NOT NULL);
     r#"
 CREATE TABLE {s}.journal_log (key bytea PRIMARY KEY, value bytea NOT NULL);
 "#,
+    // 3: the pgvector indexes (`[index] vector = "pgvector"`, crate::pg_vectors): one
+    // row per collection naming its table `vec_<id>`, the model and dimension of its
+    // vectors, and the store generation it reflects.
+    r#"
+CREATE TABLE {s}.vector_sets (
+    id bigserial PRIMARY KEY,
+    collection text NOT NULL UNIQUE,
+    model text NOT NULL,
+    dim integer NOT NULL,
+    generation bigint NOT NULL DEFAULT 0);
+"#,
 ];
 
 /// The schema version this binary writes and reads.

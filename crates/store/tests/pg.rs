@@ -305,3 +305,87 @@ fn the_backup_command_is_told_to_use_the_servers_tools() {
         .unwrap_err();
     assert!(err.to_string().contains("pg_dump"), "{err}");
 }
+
+/// The pgvector index of a collection: bad input refused with a clear error, a failed
+/// update leaves nothing behind, a row another process holds is skipped when asked,
+/// another model empties the table, and scores are cosine similarities.
+#[test]
+fn pgvector_sets_refuse_bad_input_and_roll_back_failed_updates() {
+    use neuralcore_store::PgVectors;
+    let Some(s) = Schemas::new("pgvec") else {
+        return;
+    };
+    let store = s.fresh();
+    let params = neuralcore_core::settings::HnswParams::default();
+    let open = |model: &str, dim: usize| {
+        PgVectors::open(&s.url, store.schema(), 2, "c", model, dim, params)
+    };
+    for dim in [0, 2001] {
+        let e = open("m", dim).unwrap_err();
+        assert!(matches!(e, StoreError::InvalidInput(_)), "{e}");
+    }
+    let e = PgVectors::open(&s.url, "bad name", 2, "c", "m", 3, params).unwrap_err();
+    assert!(matches!(e, StoreError::InvalidInput(_)), "{e}");
+    let v = open("m", 3).unwrap();
+    assert_eq!((v.generation().unwrap(), v.len().unwrap()), (0, 0));
+    let unit = |x: [f32; 3]| {
+        let n = x.iter().map(|a| a * a).sum::<f32>().sqrt();
+        x.map(|a| a / n).to_vec()
+    };
+    let rows = vec![
+        ((1u64 << 63 | 7, 0u32), unit([1.0, 0.0, 0.0])),
+        ((2, 0), unit([0.0, 1.0, 0.0])),
+        ((2, 1), unit([1.0, 1.0, 0.0])),
+    ];
+    v.update(true, |tx| -> Result<(), StoreError> {
+        tx.insert(&rows)?;
+        tx.set_generation(1);
+        Ok(())
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!((v.generation().unwrap(), v.len().unwrap()), (1, 3));
+    // Keys above i64::MAX come back as they went in; scores are cosines.
+    let hits = v.search(&unit([1.0, 0.1, 0.0]), 2, false).unwrap();
+    assert_eq!(
+        hits.iter().map(|h| (h.doc, h.ordinal)).collect::<Vec<_>>(),
+        vec![(1u64 << 63 | 7, 0), (2, 1)]
+    );
+    let q = unit([1.0, 0.1, 0.0]);
+    let cos = q[0];
+    assert!((hits[0].score - cos).abs() < 1e-5, "{hits:?}");
+    assert!((v.similarity(2, 0, &q).unwrap().unwrap() - q[1]).abs() < 1e-5);
+    assert_eq!(v.similarity(9, 9, &q).unwrap(), None);
+    assert_eq!(v.search(&q, 10, true).unwrap().len(), 3);
+    // Bad input.
+    let e = v.search(&[1.0, 0.0], 1, false).unwrap_err();
+    assert!(matches!(e, StoreError::InvalidInput(_)), "{e}");
+    let e = v
+        .update(true, |tx| tx.insert(&[((3, 0), vec![1.0; 4])]))
+        .unwrap_err();
+    assert!(e.to_string().contains("4 dimensions"), "{e}");
+    // A failed update leaves nothing: the removal and the generation roll back.
+    let e = v
+        .update(true, |tx| -> Result<(), StoreError> {
+            tx.remove_docs(&[2])?;
+            tx.set_generation(2);
+            Err(StoreError::Backend("stop".into()))
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("stop"));
+    assert_eq!((v.generation().unwrap(), v.len().unwrap()), (1, 3));
+    // While one holds the row, another that will not wait is told so at once.
+    let w = open("m", 3).unwrap();
+    let skipped = v
+        .update(true, |_| -> Result<_, StoreError> {
+            Ok(w.update(false, |_| -> Result<(), StoreError> { Ok(()) })
+                .unwrap())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(skipped, None);
+    // Another model (or dimension): the table starts over at generation 0.
+    let other = open("other", 4).unwrap();
+    assert_eq!((other.generation().unwrap(), other.len().unwrap()), (0, 0));
+    assert_eq!(v.generation().unwrap(), 0);
+}
