@@ -7,15 +7,23 @@
 //! into a new schema at `--pg` (timed), then a fresh replica (its own empty data dir)
 //! builds its indexes from PostgreSQL on its first search (timed: the catch-up of a new
 //! replica). Then each query runs on the embedded engine and on the replica in turn,
-//! hybrid, k = 10: `search_keys` (ranking only) and `search` (with every hit's chunk and
-//! document read from the store); p50/p99 of each and the ratios. Last, the writer
+//! hybrid, k = 10, each with the query caches cleared first (so each embeds the query):
+//! `search_keys` (ranking only) and `search` (with every hit's chunk and document read
+//! from the store); p50/p99 of each and the ratios. Last, the writer
 //! ingests one small file at a time and the replica's next search, which catches up
 //! from the journal, is timed and must find it. The schema is dropped at the end.
+//!
+//! The writer keeps the collection's vectors in pgvector too (`[index] vector =
+//! "pgvector"`), so a second replica searches them there: its search is timed beside
+//! the others, and for both vector indexes the vector search alone (recall@10 of the
+//! HNSW search against an exact scan of the same index, p50 of each).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use neuralcore_engine::{Engine, IngestObserver, SearchMode, SearchOptions, StoreBackendKind};
+use neuralcore_engine::{
+    Engine, IngestObserver, SearchMode, SearchOptions, StoreBackendKind, VectorBackendKind,
+};
 use serde_json::json;
 
 use crate::workload::Workload;
@@ -59,9 +67,11 @@ pub fn bench_replica(args: &[String]) -> Result<(), String> {
     pg_config.store.backend = StoreBackendKind::Postgres;
     pg_config.store.postgres_url = pg.clone();
     pg_config.store.postgres_schema = schema.clone();
+    let mut pgv_config = pg_config.clone();
+    pgv_config.index.vector = VectorBackendKind::Pgvector;
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let result = (|| {
-        let writer = Engine::open(&tmp.path().join("writer"), pg_config.clone()).map_err(err)?;
+        let writer = Engine::open(&tmp.path().join("writer"), pgv_config.clone()).map_err(err)?;
         let t = Instant::now();
         let s = writer
             .ingest(std::slice::from_ref(&corpus), &c, &mut Quiet)
@@ -96,25 +106,44 @@ pub fn bench_replica(args: &[String]) -> Result<(), String> {
         );
         // Warm both (query embeddings are cached per data dir: the same work on each).
         embedded.search_keys(&c, &texts[0], 10, opts).map_err(err)?;
+        let pgv = Engine::open(&tmp.path().join("pgvector"), pgv_config.clone()).map_err(err)?;
+        pgv.search_keys(&c, &texts[0], 10, opts).map_err(err)?;
 
         let (mut ek, mut rk, mut ef, mut rf) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut vk, mut vf) = (Vec::new(), Vec::new());
         let mut same = 0usize;
+        // Every timed search is a first one: the query vector and search caches are
+        // cleared before it, so each embeds the query and searches the indexes.
+        let timed = |e: &Engine, full: bool, q: &str| -> Result<(f64, Vec<(u64, u32)>), String> {
+            e.clear_query_cache();
+            let t = Instant::now();
+            let keys = if full {
+                e.search(&c, q, 10, opts)
+                    .map_err(err)?
+                    .hits
+                    .iter()
+                    .map(|h| (h.chunk.doc, h.chunk.ordinal))
+                    .collect()
+            } else {
+                e.search_keys(&c, q, 10, opts)
+                    .map_err(err)?
+                    .hits
+                    .iter()
+                    .map(|h| (h.doc, h.ordinal))
+                    .collect()
+            };
+            Ok((ms(t), keys))
+        };
         for q in &texts {
-            let t = Instant::now();
-            let a = embedded.search_keys(&c, q, 10, opts).map_err(err)?;
-            ek.push(ms(t));
-            let t = Instant::now();
-            let b = replica.search_keys(&c, q, 10, opts).map_err(err)?;
-            rk.push(ms(t));
-            let ka: Vec<_> = a.hits.iter().map(|h| (h.doc, h.ordinal)).collect();
-            let kb: Vec<_> = b.hits.iter().map(|h| (h.doc, h.ordinal)).collect();
-            same += usize::from(ka == kb);
-            let t = Instant::now();
-            embedded.search(&c, q, 10, opts).map_err(err)?;
-            ef.push(ms(t));
-            let t = Instant::now();
-            replica.search(&c, q, 10, opts).map_err(err)?;
-            rf.push(ms(t));
+            let (t, a) = timed(&embedded, false, q)?;
+            ek.push(t);
+            let (t, b) = timed(&replica, false, q)?;
+            rk.push(t);
+            same += usize::from(a == b);
+            ef.push(timed(&embedded, true, q)?.0);
+            rf.push(timed(&replica, true, q)?.0);
+            vk.push(timed(&pgv, false, q)?.0);
+            vf.push(timed(&pgv, true, q)?.0);
         }
         let (ek50, rk50, ef50, rf50) = (
             pct(&mut ek, 0.5),
@@ -131,6 +160,46 @@ pub fn bench_replica(args: &[String]) -> Result<(), String> {
                 "full_embedded_p50_ms": ef50, "full_replica_p50_ms": rf50, "full_ratio_p50": rf50 / ef50,
                 "full_embedded_p99_ms": pct(&mut ef, 0.99), "full_replica_p99_ms": pct(&mut rf, 0.99)})
         );
+        let (vk50, vf50) = (pct(&mut vk, 0.5), pct(&mut vf, 0.5));
+        println!(
+            "{}",
+            json!({"bench": "replica-search-pgvector", "isa": isa, "n": texts.len(), "mode": "hybrid", "k": 10,
+                "keys_pgvector_p50_ms": vk50, "keys_ratio_p50": vk50 / ek50,
+                "keys_pgvector_p99_ms": pct(&mut vk, 0.99),
+                "full_pgvector_p50_ms": vf50, "full_ratio_p50": vf50 / ef50,
+                "full_pgvector_p99_ms": pct(&mut vf, 0.99)})
+        );
+        // The vector indexes alone: HNSW against an exact scan of the same vectors.
+        for (name, e) in [("local", &replica), ("pgvector", &pgv)] {
+            let idx = e
+                .vector_index(&c)
+                .map_err(err)?
+                .ok_or("no embedding model")?;
+            let (mut hnsw, mut exact, mut found) = (Vec::new(), Vec::new(), 0usize);
+            for q in &texts {
+                let v = e.query_vector(q).map_err(err)?;
+                let t = Instant::now();
+                let a = idx.search(&v, 10, false).map_err(err)?;
+                hnsw.push(ms(t));
+                let t = Instant::now();
+                let b = idx.search(&v, 10, true).map_err(err)?;
+                exact.push(ms(t));
+                let truth: std::collections::HashSet<_> =
+                    b.iter().map(|h| (h.doc, h.ordinal)).collect();
+                found += a
+                    .iter()
+                    .filter(|h| truth.contains(&(h.doc, h.ordinal)))
+                    .count();
+            }
+            println!(
+                "{}",
+                json!({"bench": "replica-vector-index", "isa": isa, "index": name, "n": texts.len(),
+                    "vectors": idx.stats().map_err(err)?.live,
+                    "recall_at_10": found as f64 / (10 * texts.len()) as f64,
+                    "hnsw_p50_ms": pct(&mut hnsw, 0.5), "hnsw_p99_ms": pct(&mut hnsw, 0.99),
+                    "exact_p50_ms": pct(&mut exact, 0.5)})
+            );
+        }
 
         // A batch through the writer, then the replica's next search.
         let docs = tmp.path().join("new");
