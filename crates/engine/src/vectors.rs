@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, Reranker, TextKind};
 use neuralcore_index::{VectorHit, VectorIndex, VectorStats};
-use neuralcore_store::PgVectors;
+use neuralcore_store::{PgVectors, VectorTxn};
 
 use neuralcore_config::VectorBackendKind;
 
@@ -544,22 +544,8 @@ impl Engine {
                 if matches!(plan, CatchUp::Current) {
                     return Ok(());
                 }
-                p.update(wait, |tx| -> Result<(), EngineError> {
-                    let Some((store_gen, rebuild, removed, vectors)) =
-                        self.vector_plan(collection, tx.generation(), embedder, progress)?
-                    else {
-                        return Ok(());
-                    };
-                    if rebuild {
-                        tx.clear()?;
-                        tx.insert(&vectors)?;
-                        tx.finish_rebuild()?;
-                    } else {
-                        tx.remove_docs(&removed)?;
-                        tx.insert(&vectors)?;
-                    }
-                    tx.set_generation(store_gen);
-                    Ok(())
+                p.update(wait, |tx| {
+                    self.catch_up_pg(collection, tx, embedder, progress)
                 })?;
                 Ok(())
             }
@@ -589,22 +575,34 @@ impl Engine {
                 tx.set_generation(generation);
                 return Ok(());
             }
-            let Some((store_gen, rebuild, removed, vectors)) =
-                self.vector_plan(collection, tx.generation(), embedder, &mut |_| {})?
-            else {
-                return Ok(());
-            };
-            if rebuild {
-                tx.clear()?;
-                tx.insert(&vectors)?;
-                tx.finish_rebuild()?;
-            } else {
-                tx.remove_docs(&removed)?;
-                tx.insert(&vectors)?;
-            }
-            tx.set_generation(store_gen);
-            Ok(())
+            self.catch_up_pg(collection, tx, embedder, &mut |_| {})
         })?;
+        Ok(())
+    }
+
+    /// Inside a pgvector index's update: replay the journal log from the generation it
+    /// reflects, or rebuild it (the HNSW index built after the inserts).
+    fn catch_up_pg(
+        &self,
+        collection: &str,
+        tx: &mut VectorTxn<'_, '_>,
+        embedder: &dyn Embedder,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<(), EngineError> {
+        let Some((store_gen, rebuild, removed, vectors)) =
+            self.vector_plan(collection, tx.generation(), embedder, progress)?
+        else {
+            return Ok(());
+        };
+        if rebuild {
+            tx.clear()?;
+            tx.insert(&vectors)?;
+            tx.finish_rebuild()?;
+        } else {
+            tx.remove_docs(&removed)?;
+            tx.insert(&vectors)?;
+        }
+        tx.set_generation(store_gen);
         Ok(())
     }
 

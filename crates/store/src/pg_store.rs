@@ -120,7 +120,8 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-fn se(e: PgError) -> StoreError {
+/// A pool or driver error as the store's.
+pub(crate) fn se(e: PgError) -> StoreError {
     match e {
         PgError::Unavailable(m) => StoreError::Unavailable(m),
         PgError::Invalid(m) => StoreError::InvalidInput(m),
@@ -128,7 +129,8 @@ fn se(e: PgError) -> StoreError {
     }
 }
 
-fn unavailable(e: &StoreError) -> bool {
+/// Whether a store error means the connection is gone (retry on a fresh one).
+pub(crate) fn unavailable(e: &StoreError) -> bool {
     matches!(e, StoreError::Unavailable(_))
 }
 

@@ -17,24 +17,14 @@
 use neuralcore_core::settings::HnswParams;
 use neuralcore_core::{DocKey, StoreError, StoreResult};
 use neuralcore_pg::postgres::SimpleQueryMessage;
-use neuralcore_pg::{PgError, Pool};
+use neuralcore_pg::Pool;
+
+use crate::pg_store::{se, unavailable};
 
 /// Rows per insert statement.
 const INSERT_ROWS: usize = 500;
 /// pgvector's largest `hnsw.ef_search`.
 const MAX_EF_SEARCH: usize = 1000;
-
-fn se(e: PgError) -> StoreError {
-    match e {
-        PgError::Unavailable(m) => StoreError::Unavailable(m),
-        PgError::Invalid(m) => StoreError::InvalidInput(m),
-        PgError::Backend(m) => StoreError::Backend(m),
-    }
-}
-
-fn unavailable(e: &StoreError) -> bool {
-    matches!(e, StoreError::Unavailable(_))
-}
 
 /// A vector as pgvector's text form (`[0.1,-2,...]`): `{}` prints each float exactly.
 fn literal(v: &[f32]) -> String {
