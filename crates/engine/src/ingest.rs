@@ -364,14 +364,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                                 }
                             })
                     }
-                    (Vectors::Pgvector(p), _) => self.engine.apply_pg_batch(
-                        &c,
-                        p,
-                        &**embedder,
-                        &removed,
-                        &vectors,
-                        generation,
-                    ),
+                    (Vectors::Pgvector(p), _) => self.engine.apply_pg_batch(&c, p, &**embedder),
                     (Vectors::Local(_), None) => Ok(()),
                 };
                 if let Err(e) = r {

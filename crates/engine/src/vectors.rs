@@ -552,29 +552,18 @@ impl Engine {
         }
     }
 
-    /// After this process committed a batch taking `collection` to `generation`: put
-    /// its changes into a pgvector index (`removed` documents out, `vectors` in) when
-    /// the index was one batch behind, else catch it up from the journal (another
-    /// process's batch got in between, or another process applied this one already).
+    /// After this process committed a batch: bring a pgvector index up from the journal
+    /// log, which holds the batch (its vectors from the embedding cache it wrote),
+    /// waiting for another process at it. Not from the batch's own vectors: which
+    /// generation the index is at when the row is taken is only known inside it, and
+    /// another process's batch may have landed between.
     pub(crate) fn apply_pg_batch(
         &self,
         collection: &str,
         p: &PgVectors,
         embedder: &dyn Embedder,
-        removed: &[DocKey],
-        vectors: &[ChunkVector],
-        generation: u64,
     ) -> Result<(), EngineError> {
-        p.update(true, |tx| -> Result<(), EngineError> {
-            if tx.generation() >= generation {
-                return Ok(());
-            }
-            if tx.generation() + 1 == generation {
-                tx.remove_docs(removed)?;
-                tx.insert(vectors)?;
-                tx.set_generation(generation);
-                return Ok(());
-            }
+        p.update(true, |tx| {
             self.catch_up_pg(collection, tx, embedder, &mut |_| {})
         })?;
         Ok(())

@@ -118,10 +118,13 @@ impl PgVectors {
         let map = |e| se(neuralcore_pg::map(e, &url));
         let (ns, id) = pool.write(se, unavailable, |c| {
             let mut tx = c.client.transaction().map_err(map)?;
-            // Serialized with the store's writers and migrations.
+            // Opens serialized among themselves (DDL), never with the store's writers: an
+            // update holds a set's row while it writes the embedding cache under the
+            // store's lock, so taking that lock here and then the row could deadlock
+            // unseen (the two are on different connections).
             tx.execute(
                 "SELECT pg_advisory_xact_lock(hashtext($1))",
-                &[&format!("neuralcore-store:{schema}")],
+                &[&format!("neuralcore-vectors:{schema}")],
             )
             .map_err(map)?;
             let mut sp = tx.transaction().map_err(map)?;
@@ -146,7 +149,8 @@ impl PgVectors {
             let row = tx
                 .query_opt(
                     &format!(
-                        "SELECT id, model, dim FROM {quoted}.vector_sets WHERE collection = $1"
+                        "SELECT id, model, dim FROM {quoted}.vector_sets WHERE collection = $1 \
+                         FOR UPDATE"
                     ),
                     &[&collection],
                 )
@@ -185,8 +189,18 @@ impl PgVectors {
                     .map_err(map)?
                     .get(0),
             };
-            tx.batch_execute(&format!(
-                "CREATE TABLE IF NOT EXISTS {quoted}.vec_{id} (
+            let made: bool = tx
+                .query_one(
+                    "SELECT to_regclass($1) IS NOT NULL",
+                    &[&format!("{quoted}.vec_{id}_hnsw")],
+                )
+                .map_err(map)?
+                .get(0);
+            // Already there (every open but the first): no DDL, which would wait behind
+            // a rebuild's lock on the table.
+            if !made {
+                tx.batch_execute(&format!(
+                    "CREATE TABLE IF NOT EXISTS {quoted}.vec_{id} (
                      doc bigint NOT NULL,
                      ordinal integer NOT NULL,
                      embedding {ns}.vector({dim}) NOT NULL,
@@ -194,10 +208,11 @@ impl PgVectors {
                  CREATE INDEX IF NOT EXISTS vec_{id}_hnsw ON {quoted}.vec_{id}
                      USING hnsw (embedding {ns}.vector_ip_ops)
                      WITH (m = {m}, ef_construction = {ef});",
-                m = params.m.clamp(2, 100),
-                ef = params.ef_construction.clamp(4, 1000),
-            ))
-            .map_err(map)?;
+                    m = params.m.clamp(2, 100),
+                    ef = params.ef_construction.clamp(4, 1000),
+                ))
+                .map_err(map)?;
+            }
             tx.commit().map_err(map)?;
             Ok((ns, id))
         })?;
@@ -274,6 +289,8 @@ impl PgVectors {
         let q = literal(query);
         let ns = &self.ns;
         let ef = self.params.ef_search.max(k).min(MAX_EF_SEARCH);
+        // pgvector's HNSW scan returns at most ef_search rows: deeper, scan exactly.
+        let exact = exact || k > MAX_EF_SEARCH;
         let plan = if exact {
             "SET LOCAL enable_indexscan = off;"
         } else {
@@ -357,7 +374,26 @@ impl PgVectors {
                 .query_opt(&sql, &[&self.collection])
                 .map_err(|e| self.map(e))?
             else {
-                return Ok(None);
+                // Locked by another process (SKIP LOCKED), or gone.
+                let there = tx
+                    .query_opt(
+                        &format!(
+                            "SELECT 1 FROM {}.vector_sets WHERE collection = $1",
+                            self.schema
+                        ),
+                        &[&self.collection],
+                    )
+                    .map_err(|e| self.map(e))?
+                    .is_some();
+                if there && !wait {
+                    return Ok(None);
+                }
+                return Err(StoreError::Backend(format!(
+                    "the pgvector index of collection {:?} is gone from {} (its schema was \
+                     dropped or changed meanwhile): restart to recreate it",
+                    self.collection, self.table
+                ))
+                .into());
             };
             let was = row.get::<_, i64>(0) as u64;
             let mut vt = VectorTxn {
