@@ -29,7 +29,8 @@ use serde_json::json;
 
 use crate::workload::{open_app, parse_arg, Workload};
 
-fn pct(v: &mut [f64], p: f64) -> f64 {
+/// The `p` quantile of `v` (nearest rank), sorting it.
+pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
         return f64::NAN;
@@ -37,7 +38,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
-fn ms(t: Instant) -> f64 {
+/// Milliseconds since `t`.
+pub(crate) fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 

@@ -26,22 +26,11 @@ use neuralcore_engine::{
 };
 use serde_json::json;
 
+use crate::cache::{ms, pct};
 use crate::workload::Workload;
 
 struct Quiet;
 impl IngestObserver for Quiet {}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
 
 pub fn bench_replica(args: &[String]) -> Result<(), String> {
     let w = Workload::parse(args)?;
