@@ -318,13 +318,6 @@ fn sql_scan(s: &str, t: Table, bounded: bool) -> String {
     )
 }
 
-fn sql_range(s: &str, t: Table) -> String {
-    format!(
-        "SELECT key, value FROM {s}.{} WHERE key >= $1 AND key < $2 ORDER BY key",
-        t.name()
-    )
-}
-
 /// A prefix scan's statement and parameters.
 fn scan_args(s: &str, t: Table, prefix: &[u8]) -> (String, Option<Vec<u8>>) {
     let end = prefix_end(prefix);
@@ -399,7 +392,7 @@ impl Ops<'_, '_> {
         start: &[u8],
         end: &[u8],
     ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let st = self.stmt(&sql_range(&self.store.quoted, t))?;
+        let st = self.stmt(&sql_scan(&self.store.quoted, t, true))?;
         let rows = self
             .conn
             .client
