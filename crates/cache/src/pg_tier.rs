@@ -1,6 +1,7 @@
-//! [`PgTier`]: a cold tier on PostgreSQL (the synchronous `postgres` client, no TLS: the
-//! server is expected on loopback or a private network), shared by every process using
-//! the same database and table.
+//! [`PgTier`]: a cold tier on PostgreSQL (the synchronous `postgres` client, with the
+//! connection settings every neuralcore PostgreSQL client shares: `sslmode` and the
+//! other TLS options, the password file; see `neuralcore_pg::config`), shared by every
+//! process using the same database and table.
 //!
 //! One table, named by the caller (give each deployment and test run its own), created
 //! with its indexes when missing (under an advisory lock, so many clients may start at
@@ -45,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use crate::{Tier, TierError, TierUsage};
 
@@ -193,7 +194,7 @@ struct State {
 
 /// A cold tier in one PostgreSQL table.
 pub struct PgTier {
-    config: postgres::Config,
+    target: neuralcore_pg::Target,
     /// The server without the password, for messages.
     shown: String,
     /// The password, scrubbed from driver messages (empty: none).
@@ -222,33 +223,6 @@ impl std::fmt::Debug for PgTier {
     }
 }
 
-/// `c` as shown in messages: `postgres://user@host:port/db`, without the password.
-fn shown_url(c: &postgres::Config) -> String {
-    use postgres::config::Host;
-    let user = c.get_user().unwrap_or("");
-    let hosts: Vec<String> = c
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let host = match h {
-                Host::Tcp(s) => s.clone(),
-                Host::Unix(p) => p.display().to_string(),
-            };
-            match c.get_ports().get(i).or(c.get_ports().first()) {
-                Some(p) => format!("{host}:{p}"),
-                None => host,
-            }
-        })
-        .collect();
-    let at = if user.is_empty() { "" } else { "@" };
-    format!(
-        "postgres://{user}{at}{}/{}",
-        hosts.join(","),
-        c.get_dbname().unwrap_or("")
-    )
-}
-
 /// SQLSTATEs meaning the server is not there for now (besides class 08, connection
 /// exceptions).
 const UNAVAILABLE: &[&str] = &[
@@ -270,21 +244,6 @@ fn unreachable(e: &postgres::Error) -> bool {
         .source()
         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
     io || e.is_closed() || e.to_string().starts_with("timeout")
-}
-
-/// `e` and its causes, as far as its own message does not already say them.
-fn describe(e: &postgres::Error) -> String {
-    use std::error::Error as _;
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let said = c.to_string();
-        if !out.contains(&said) {
-            out = format!("{out}: {said}");
-        }
-        cause = c.source();
-    }
-    out
 }
 
 /// `msg` with every occurrence of `secret` replaced by `***`.
@@ -335,14 +294,12 @@ impl PgTier {
                 ),
             )
         })?;
-        let mut config: postgres::Config = url.parse().map_err(|e| {
-            // The parser's messages name options, never their values.
-            TierError::new(
-                NAME,
-                format!("invalid PostgreSQL URL: {e} (expected postgres://user@host:port/db)"),
-            )
-        })?;
         let at_least = |d: Duration| d.max(Duration::from_millis(1));
+        // The messages name options and the URL without its password, never values.
+        let mut target =
+            neuralcore_pg::config(url, "neuralcore-cache", at_least(opts.connect_timeout))
+                .map_err(|e| TierError::new(NAME, e.to_string()))?;
+        let config = &mut target.config;
         config.connect_timeout(at_least(opts.connect_timeout));
         let statement_ms = at_least(opts.statement_timeout).as_millis();
         let options = match config.get_options() {
@@ -350,18 +307,10 @@ impl PgTier {
             _ => format!("-c statement_timeout={statement_ms}"),
         };
         config.options(&options);
-        if config.get_application_name().is_none() {
-            config.application_name("neuralcore-cache");
-        }
-        // `CREATE ... IF NOT EXISTS` answers with notices; keep them out of the log.
-        config.notice_callback(|n| tracing::trace!(notice = n.message(), "postgres notice"));
-        let secret = config
-            .get_password()
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .unwrap_or_default();
+        let secret = target.password().unwrap_or_default();
         let tier = PgTier {
-            shown: shown_url(&config),
-            config,
+            shown: target.shown.clone(),
+            target,
             secret,
             table: table.to_string(),
             sql: Sql::new(&quoted),
@@ -427,12 +376,12 @@ impl PgTier {
             Some(rx) => rx,
             None => {
                 let (tx, rx) = mpsc::channel();
-                let config = self.config.clone();
+                let target = self.target.clone();
                 std::thread::Builder::new()
                     .name("cache-pg-connect".into())
                     .spawn(move || {
                         // The caller may be gone: the connection is then dropped.
-                        let _ = tx.send(config.connect(NoTls));
+                        let _ = tx.send(target.connect());
                     })
                     .map_err(|e| (self.err("connect", e), false))?;
                 rx
@@ -442,7 +391,7 @@ impl PgTier {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => {
                 let down = unreachable(&e);
-                return Err((self.err("connect", describe(&e)), down));
+                return Err((self.err("connect", neuralcore_pg::describe(&e)), down));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 state.pending = Some(rx);
@@ -458,7 +407,7 @@ impl PgTier {
         // Bounded by the server's statement_timeout.
         setup_table(&mut client, &self.setup_sql()).map_err(|e| {
             let down = unreachable(&e);
-            (self.err("create table", describe(&e)), down)
+            (self.err("create table", neuralcore_pg::describe(&e)), down)
         })?;
         Ok(Conn {
             client,
@@ -504,7 +453,7 @@ impl PgTier {
                 if unreachable(&e) || conn.client.is_closed() {
                     state.conn = None;
                 }
-                Err(self.err(what, describe(&e)))
+                Err(self.err(what, neuralcore_pg::describe(&e)))
             }
         }
     }
@@ -646,7 +595,7 @@ impl Tier for PgTier {
 
 #[cfg(test)]
 mod tests {
-    use super::{quote_table, shown_url, ttl_ms};
+    use super::{quote_table, ttl_ms};
     use std::time::Duration;
 
     #[test]
@@ -656,14 +605,6 @@ mod tests {
         assert_eq!(quote_table("a\"b"), None);
         assert_eq!(quote_table(""), None);
         assert_eq!(quote_table(&"a".repeat(56)), None);
-    }
-
-    #[test]
-    fn urls_are_shown_without_password() {
-        let c: postgres::Config = "postgres://u:secret@h:5432/db".parse().unwrap();
-        assert_eq!(shown_url(&c), "postgres://u@h:5432/db");
-        let c: postgres::Config = "host=h user=u password=secret dbname=d".parse().unwrap();
-        assert!(!shown_url(&c).contains("secret"));
     }
 
     #[test]

@@ -783,7 +783,7 @@ fn db(g: &Global, what: DbCommand) -> Result<ExitCode> {
         "neuralcore",
         std::time::Duration::from_secs(5),
     )
-    .map(|(_, shown)| shown)
+    .map(|t| t.shown)
     .unwrap_or_else(|_| neuralcore_pg::redact(&s.postgres_url));
     if g.json {
         println!(

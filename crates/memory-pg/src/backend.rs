@@ -108,9 +108,9 @@ impl PgBackend {
                  not starting with a digit"
             ))
         })?;
-        let (config, shown) =
+        let target =
             neuralcore_pg::config(url, "neuralcore-memory", opts.connect_timeout).map_err(mem)?;
-        let pool = Pool::new(config, shown, opts.pool_size, opts.pool_wait);
+        let pool = Pool::new(target, opts.pool_size, opts.pool_wait);
         let vector = Self::setup(&pool, &quoted, opts.pgvector)?;
         tracing::debug!(url = %pool.url, schema, vector = ?vector, "memory-pg connected");
         let sql = Sql::new(&quoted, vector.as_deref());

@@ -64,11 +64,27 @@ pub fn map(e: postgres::Error, url: &str) -> PgError {
     let io = e
         .source()
         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+    let said = describe(&e);
     if io || e.is_closed() || e.to_string().starts_with("timeout") {
-        PgError::Unavailable(format!("{url}: {e}"))
+        PgError::Unavailable(format!("{url}: {said}"))
     } else {
-        PgError::Backend(format!("PostgreSQL client: {e}"))
+        PgError::Backend(format!("PostgreSQL client ({url}): {said}"))
     }
+}
+
+/// A driver error with its causes: the driver's own message names only the kind
+/// ("error performing TLS handshake"), the reason is in the source chain.
+pub fn describe(e: &postgres::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !out.contains(&said) {
+            out = format!("{out}: {said}");
+        }
+        cause = c.source();
+    }
+    out
 }
 
 /// `url` with any password replaced by `***`, for messages. Handles both the URL form

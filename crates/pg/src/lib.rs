@@ -1,23 +1,66 @@
-//! What every neuralcore PostgreSQL backend shares (the memory backend,
-//! `neuralcore-memory-pg`, and the document store's, `neuralcore_store::PgStore`): a
-//! small connection pool with per-connection prepared statements ([`Pool`]), the
-//! classification of driver errors into retry / invalid / backend ([`PgError`]), URLs
-//! shown without their passwords, and identifier quoting.
+//! What every neuralcore PostgreSQL client shares (the memory backend,
+//! `neuralcore-memory-pg`, the document store's, `neuralcore_store::PgStore`, and the
+//! cache's cold tier): connection settings as libpq spells them, TLS included
+//! ([`config`], [`Target`]), a small connection pool with per-connection prepared
+//! statements ([`Pool`]), the classification of driver errors into retry / invalid /
+//! backend ([`PgError`]), URLs shown without their passwords, and identifier quoting.
 //!
 //! The client is the synchronous `postgres` crate (tokio-postgres on a private
-//! current-thread runtime), because the stores above are synchronous. No TLS yet: the
-//! server is expected on loopback or a private network.
+//! current-thread runtime), because the stores above are synchronous; TLS is rustls
+//! ([`tls`] lists the modes).
 
 #![warn(missing_docs)]
 
+mod conninfo;
 mod error;
 mod pool;
+pub mod tls;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-pub use error::{map, redact, PgError, PgResult};
+pub use error::{describe, map, redact, PgError, PgResult};
 pub use pool::{Conn, Pool, PooledConn};
 pub use postgres;
+pub use tls::{SslMode, Tls};
+
+/// A server to connect to: the driver's configuration, the TLS that goes with it, and
+/// the URL as shown in messages.
+#[derive(Clone)]
+pub struct Target {
+    /// The driver's configuration (password included, when one was found).
+    pub config: postgres::Config,
+    /// The TLS side.
+    pub tls: Tls,
+    /// The mode asked for.
+    pub sslmode: SslMode,
+    /// The URL without its password.
+    pub shown: String,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the configuration itself: it holds the password.
+        f.debug_struct("Target")
+            .field("url", &self.shown)
+            .field("sslmode", &self.sslmode)
+            .finish()
+    }
+}
+
+impl Target {
+    /// Open a connection.
+    pub fn connect(&self) -> Result<postgres::Client, postgres::Error> {
+        self.config.connect(self.tls.clone())
+    }
+
+    /// The password in use, if any (to scrub from messages that might echo it).
+    pub fn password(&self) -> Option<String> {
+        self.config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+    }
+}
 
 /// `name` quoted as an identifier, if it is a plain one (ASCII letters, digits and `_`,
 /// not starting with a digit, at most 63 bytes).
@@ -29,31 +72,93 @@ pub fn quote_ident(name: &str) -> Option<String> {
     ok.then(|| format!("\"{name}\""))
 }
 
-/// Parse `url` (`postgres://user[:password]@host:port/db`, or the key-value form) into
-/// a client configuration with `connect_timeout` (when the URL sets none) and
-/// `application_name` (likewise), notices kept out of the log; with the URL as shown in
-/// messages (from the parsed configuration, without the password).
-pub fn config(
+/// Parse `url` (`postgres://user[:password]@host:port/db?sslmode=...`, or the key-value
+/// form) into a [`Target`]: `connect_timeout` and `application_name` set when the URL
+/// sets none, notices kept out of the log, TLS as `sslmode` and friends ask (see
+/// [`tls`]), and the password, when the URL has none, from `PGPASSWORD` or the password
+/// file (`passfile`, `PGPASSFILE`, else `~/.pgpass`), as libpq finds it.
+pub fn config(url: &str, application_name: &str, connect_timeout: Duration) -> PgResult<Target> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    config_with(
+        url,
+        application_name,
+        connect_timeout,
+        &|k| std::env::var(k).ok(),
+        home,
+    )
+}
+
+/// [`config`] with the environment and the home folder given (for tests).
+pub fn config_with(
     url: &str,
     application_name: &str,
     connect_timeout: Duration,
-) -> PgResult<(postgres::Config, String)> {
-    let mut config: postgres::Config = url.parse().map_err(|e| {
+    env: &dyn Fn(&str) -> Option<String>,
+    home: Option<PathBuf>,
+) -> PgResult<Target> {
+    let invalid = |e: String| {
         PgError::Invalid(format!(
             "invalid PostgreSQL URL {:?}: {e} (expected postgres://user@host:port/db)",
             redact(url)
         ))
-    })?;
+    };
+    let (rest, mut extra) = conninfo::split(url).map_err(invalid)?;
+    let mut config: postgres::Config = rest
+        .parse()
+        .map_err(|e: postgres::Error| invalid(e.to_string()))?;
+    let files = extra
+        .tls(env, home.clone())
+        .map_err(|e| PgError::Invalid(format!("invalid PostgreSQL URL {:?}: {e}", redact(url))))?;
+    config.ssl_mode(files.mode.driver());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(connect_timeout);
     }
     if config.get_application_name().is_none() {
         config.application_name(application_name);
     }
+    if config.get_password().is_none() {
+        if let Some(p) = env("PGPASSWORD").filter(|p| !p.is_empty()) {
+            config.password(p);
+        } else if let Some(p) = password_from_file(&config, extra.passfile.as_deref(), home) {
+            config.password(p);
+        }
+    }
     // `CREATE ... IF NOT EXISTS` answers with notices; keep them out of the log.
     config.notice_callback(|n| tracing::trace!(notice = n.message(), "postgres notice"));
-    let shown = shown_url(&config);
-    Ok((config, shown))
+    let mut shown = shown_url(&config);
+    if files.mode != SslMode::Prefer {
+        shown.push_str("?sslmode=");
+        shown.push_str(files.mode.as_str());
+    }
+    let tls = Tls::new(&files).map_err(|e| PgError::Invalid(format!("{shown}: {e}")))?;
+    Ok(Target {
+        config,
+        tls,
+        sslmode: files.mode,
+        shown,
+    })
+}
+
+/// The password for `c`'s first host from the password file, as libpq looks it up.
+fn password_from_file(
+    c: &postgres::Config,
+    passfile: Option<&str>,
+    home: Option<PathBuf>,
+) -> Option<String> {
+    use postgres::config::Host;
+    let path = match passfile {
+        Some(p) => PathBuf::from(p),
+        None => home?.join(".pgpass"),
+    };
+    let host = match c.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    let user = c.get_user().unwrap_or("");
+    let db = c.get_dbname().unwrap_or(user);
+    conninfo::passfile_lookup(&path, &host, port, db, user)
 }
 
 /// The URL of a parsed configuration as shown in messages: without the password.
@@ -101,13 +206,13 @@ mod tests {
 
     #[test]
     fn shown_urls_have_no_password() {
-        let (_, shown) = config(
+        let t = config(
             "postgres://u:secret@127.0.0.1:5439/db",
             "t",
             Duration::from_secs(1),
         )
         .unwrap();
-        assert_eq!(shown, "postgres://u@127.0.0.1:5439/db");
+        assert_eq!(t.shown, "postgres://u@127.0.0.1:5439/db");
         let err = config(
             "postgres://u:secret@h:notaport/db",
             "t",
@@ -118,5 +223,76 @@ mod tests {
             matches!(&err, PgError::Invalid(m) if !m.contains("secret")),
             "{err}"
         );
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn tls_settings_are_checked_when_parsed() {
+        let at = |url: &str| config_with(url, "t", Duration::from_secs(1), &no_env, None);
+        let t = at("postgres://u@h/db?sslmode=verify-full&sslrootcert=system").unwrap();
+        assert_eq!(t.sslmode, SslMode::VerifyFull);
+        assert_eq!(t.shown, "postgres://u@h:5432/db?sslmode=verify-full");
+        let e = at("postgres://u:pw@h/db?sslmode=verify-ca").unwrap_err();
+        assert!(
+            matches!(&e, PgError::Invalid(m) if m.contains("sslrootcert") && !m.contains("pw")),
+            "{e}"
+        );
+        let e = at("postgres://u@h/db?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem")
+            .unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let e = at(&format!(
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert={}",
+            junk.display()
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("no certificate"), "{e}");
+        let e = at(&format!(
+            "postgres://u@h/db?sslmode=require&sslcert={}",
+            junk.display()
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("sslkey"), "{e}");
+        assert_eq!(
+            at("postgres://u@h/db?sslmode=disable").unwrap().sslmode,
+            SslMode::Disable
+        );
+        assert_eq!(at("host=h user=u").unwrap().sslmode, SslMode::Prefer);
+    }
+
+    #[test]
+    fn passwords_come_from_the_environment_or_the_password_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let pgpass = dir.path().join(".pgpass");
+        std::fs::write(&pgpass, "h:5432:db:u:from-file\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let home = Some(dir.path().to_path_buf());
+        let t = |url: &str, env: &dyn Fn(&str) -> Option<String>| {
+            config_with(url, "t", Duration::from_secs(1), env, home.clone())
+                .unwrap()
+                .password()
+        };
+        assert_eq!(
+            t("postgres://u@h/db", &no_env).as_deref(),
+            Some("from-file")
+        );
+        assert_eq!(t("postgres://u:url@h/db", &no_env).as_deref(), Some("url"));
+        let env = |k: &str| (k == "PGPASSWORD").then(|| "from-env".to_string());
+        assert_eq!(t("postgres://u@h/db", &env).as_deref(), Some("from-env"));
+        assert_eq!(t("postgres://u@other/db", &no_env), None);
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::copy(&pgpass, &elsewhere).unwrap();
+        std::fs::remove_file(&pgpass).unwrap();
+        let url = format!("postgres://u@h/db?passfile={}", elsewhere.display());
+        assert_eq!(t(&url, &no_env).as_deref(), Some("from-file"));
     }
 }

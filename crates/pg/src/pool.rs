@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use crate::error::{self, PgError, PgResult};
+use crate::Target;
 
 /// One connection and the statements prepared on it.
 pub struct Conn {
@@ -43,7 +44,7 @@ struct State {
 
 /// The pool.
 pub struct Pool {
-    config: postgres::Config,
+    target: Target,
     /// The URL without its password, for messages.
     pub url: String,
     max: usize,
@@ -54,11 +55,11 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A pool of at most `max` (≥ 1) connections to `config`.
-    pub fn new(config: postgres::Config, url: String, max: usize, wait: Duration) -> Pool {
+    /// A pool of at most `max` (≥ 1) connections to `target`.
+    pub fn new(target: Target, max: usize, wait: Duration) -> Pool {
         Pool {
-            config,
-            url,
+            url: target.shown.clone(),
+            target,
             max: max.max(1),
             wait,
             state: Mutex::new(State {
@@ -78,8 +79,8 @@ impl Pool {
     /// Open a new connection (not counted; the caller counts it).
     pub fn open(&self) -> PgResult<Conn> {
         let client = self
-            .config
-            .connect(NoTls)
+            .target
+            .connect()
             .map_err(|e| error::map(e, &self.url))?;
         Ok(Conn {
             client,

@@ -178,11 +178,11 @@ impl PgStore {
                  not starting with a digit"
             ))
         })?;
-        let (config, shown) =
+        let target =
             neuralcore_pg::config(url, "neuralcore-store", opts.connect_timeout).map_err(se)?;
         Ok(PgStore {
             // A batch holds one connection while it reads through another.
-            pool: Pool::new(config, shown, opts.pool_size.max(2), opts.pool_wait),
+            pool: Pool::new(target, opts.pool_size.max(2), opts.pool_wait),
             writer: std::sync::Mutex::new(()),
             lock: format!("neuralcore-store:{schema}"),
             schema: schema.to_string(),

@@ -105,15 +105,10 @@ impl PgVectors {
                 "pgvector indexes vectors of 1 to 2000 dimensions with HNSW, not {dim}"
             )));
         }
-        let (config, shown) =
+        let target =
             neuralcore_pg::config(url, "neuralcore-vectors", std::time::Duration::from_secs(5))
                 .map_err(se)?;
-        let pool = Pool::new(
-            config,
-            shown,
-            pool_size.max(1),
-            std::time::Duration::from_secs(30),
-        );
+        let pool = Pool::new(target, pool_size.max(1), std::time::Duration::from_secs(30));
         let url = pool.url.clone();
         let map = |e| se(neuralcore_pg::map(e, &url));
         let (ns, id) = pool.write(se, unavailable, |c| {
