@@ -202,14 +202,14 @@ impl RedisTier {
                 ),
             ));
         }
-        let parsed = redis::IntoConnectionInfo::into_connection_info(url).map(|info| {
+        let client = neuralcore_redis::client(url, |info| {
             // No `CLIENT SETINFO` after connecting: its replies are waited for (and their
             // errors ignored) one by one, each up to the whole connect timeout, so a
             // silent server would cost twice the timeout.
             let settings = info.redis_settings().clone().set_skip_set_lib_name();
             info.set_redis_settings(settings)
-        });
-        let client = parsed.and_then(redis::Client::open).map_err(|e| {
+        })
+        .map_err(|e| {
             let secret = password_in(url);
             TierError::new(
                 NAME,

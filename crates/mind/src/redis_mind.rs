@@ -35,6 +35,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use neuralcore_core::settings::redact_url;
 use redis::{Connection, ConnectionLike, RedisError, RedisResult};
 
 use crate::error::{MindError, MindResult};
@@ -42,9 +43,10 @@ use crate::notify::{poisoned, Change, ChangeKind, Watch};
 use crate::raw::{Layer, Outcome, Put, RawMind, Record};
 
 /// Where and how to reach Redis.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://host:port/db`.
+    /// `redis://[user[:password]@]host:port/db`, or `rediss://` for TLS with
+    /// `sslrootcert`, `sslcert` and `sslkey` parameters (see `neuralcore_redis`).
     pub url: String,
     /// First part of every Redis key; give each test run or deployment its own.
     pub prefix: String,
@@ -56,6 +58,19 @@ pub struct RedisConfig {
     pub io_timeout: Duration,
     /// Idle connections kept for reuse.
     pub pool_size: usize,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("tenant", &self.tenant)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("io_timeout", &self.io_timeout)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
 }
 
 impl RedisConfig {
@@ -119,6 +134,8 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 pub(crate) struct RedisMind {
     client: redis::Client,
     cfg: RedisConfig,
+    /// The URL without its password, for messages.
+    shown: String,
     /// `<prefix>:<tenant>:`
     base: String,
     /// Idle connections, each with when it was last used.
@@ -159,12 +176,14 @@ impl RedisMind {
                 reason: "a Redis prefix must be 1-128 characters without ':' or '#'".into(),
             });
         }
-        let client = redis::Client::open(cfg.url.as_str())
-            .map_err(|e| MindError::Backend(format!("redis url {:?}: {e}", cfg.url)))?;
+        let shown = redact_url(&cfg.url);
+        let client = neuralcore_redis::client(&cfg.url, |i| i)
+            .map_err(|e| MindError::Backend(format!("redis url {shown}: {e}")))?;
         let m = RedisMind {
             client,
             base: format!("{}:{}:", cfg.prefix, cfg.tenant),
             cfg,
+            shown,
             pool: Mutex::new(Vec::new()),
         };
         // Fail early, within the timeouts, when the server is not there.
@@ -174,7 +193,7 @@ impl RedisMind {
 
     fn err(&self, e: RedisError) -> MindError {
         if transient(&e) {
-            MindError::Unavailable(format!("redis at {}: {e}", self.cfg.url))
+            MindError::Unavailable(format!("redis at {}: {e}", self.shown))
         } else {
             MindError::Backend(format!("redis: {e}"))
         }
@@ -187,7 +206,7 @@ impl RedisMind {
             .map_err(|e| {
                 MindError::Unavailable(format!(
                     "cannot connect to redis at {} within {:?}: {e}",
-                    self.cfg.url, self.cfg.connect_timeout
+                    self.shown, self.cfg.connect_timeout
                 ))
             })?;
         con.set_read_timeout(Some(self.cfg.io_timeout))
@@ -510,7 +529,7 @@ impl RawMind for RedisMind {
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel::<MindResult<()>>();
-        let url = self.cfg.url.clone();
+        let url = self.shown.clone();
         let stop2 = stop.clone();
         std::thread::Builder::new()
             .name("mind-redis-watch".into())
@@ -577,7 +596,7 @@ impl RawMind for RedisMind {
                 stop.store(true, Ordering::Relaxed);
                 Err(MindError::Unavailable(format!(
                     "redis at {}: subscribe did not finish within {wait:?}",
-                    self.cfg.url
+                    self.shown
                 )))
             }
         }
