@@ -8,8 +8,11 @@
 //! file means defaults. Any key can be overridden by an environment variable
 //! `NEURALCORE_<SECTION>_<KEY>` (upper case), e.g. `NEURALCORE_KEYWORD_K1=0.9` or
 //! `NEURALCORE_INGEST_EXCLUDE='["**/drafts/**"]'`; the value is read as TOML, and as a
-//! plain string when it is not valid TOML. [`TEMPLATE`] documents every key; a test
-//! checks that it parses to the defaults and names every key.
+//! plain string when it is not valid TOML. `NEURALCORE_<SECTION>_<KEY>_FILE=/path` reads
+//! the value from a file instead (its text, without the trailing newline, as a string):
+//! how container platforms hand out secrets, so a URL with a password or an API key
+//! never sits in the configuration file or the environment. [`TEMPLATE`] documents
+//! every key; a test checks that it parses to the defaults and names every key.
 
 use std::path::Path;
 
@@ -216,8 +219,9 @@ pub enum StoreBackendKind {
 pub struct StoreSettings {
     /// `embedded` (`<data dir>/store.redb`) or `postgres`.
     pub backend: StoreBackendKind,
-    /// PostgreSQL URL (backend `postgres`). Keep the password out of the file: set
-    /// `NEURALCORE_STORE_POSTGRES_URL` in the environment instead.
+    /// PostgreSQL URL (backend `postgres`), TLS settings included
+    /// (`?sslmode=verify-full&sslrootcert=...`). Keep the password out of the file:
+    /// `NEURALCORE_STORE_POSTGRES_URL(_FILE)`, a libpq password file or `PGPASSWORD`.
     pub postgres_url: String,
     /// PostgreSQL schema holding the store's tables (created and migrated on start).
     pub postgres_schema: String,
@@ -802,13 +806,19 @@ impl Default for SearchConfig {
 /// The documented configuration file with every key at its default.
 pub const TEMPLATE: &str = r#"# neuralcore.toml — every key, at its default. Put this file in the data dir
 # (default ./.neuralcore) or pass --config FILE. Any key can be overridden with an
-# environment variable NEURALCORE_<SECTION>_<KEY>, e.g. NEURALCORE_KEYWORD_K1=0.9.
+# environment variable NEURALCORE_<SECTION>_<KEY>, e.g. NEURALCORE_KEYWORD_K1=0.9, or
+# read from a file with NEURALCORE_<SECTION>_<KEY>_FILE=/run/secrets/x (for secrets).
 
 [store]
 # Where documents, chunks, sources and the embedding cache live: "embedded"
 # (<data dir>/store.redb) or "postgres" (shared by every process that connects; each
 # keeps its keyword and vector indexes in its own data dir and catches them up from the
-# store). Keep a password out of this file: NEURALCORE_STORE_POSTGRES_URL.
+# store). Keep a password out of this file: NEURALCORE_STORE_POSTGRES_URL(_FILE), or
+# libpq's password file (~/.pgpass, PGPASSFILE, ?passfile=) or PGPASSWORD. TLS as libpq
+# spells it: ?sslmode=verify-full&sslrootcert=/path/ca.pem (also verify-ca, require,
+# prefer (the default), disable; sslrootcert=system; sslcert and sslkey for a client
+# certificate). Every PostgreSQL URL below reads the same way; a Redis URL takes
+# rediss:// for TLS, with the same sslrootcert, sslcert and sslkey parameters.
 backend = "embedded"
 postgres_url = "postgres://postgres@127.0.0.1:5432/postgres"
 # The schema holding the tables, created and migrated on start (`neuralcore db migrate`
@@ -1233,6 +1243,7 @@ impl Config {
             })?,
             None => toml::Table::new(),
         };
+        let mut from_env: std::collections::HashMap<String, String> = Default::default();
         for (k, v) in env {
             let Some(rest) = k.strip_prefix("NEURALCORE_") else {
                 continue;
@@ -1241,12 +1252,27 @@ impl Config {
             let Some(section) = SECTIONS.iter().find(|s| rest.starts_with(&format!("{s}_"))) else {
                 continue;
             };
-            let key = &rest[section.len() + 1..];
-            let parsed = format!("v = {v}")
-                .parse::<toml::Table>()
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or(toml::Value::String(v.clone()));
+            let mut key = &rest[section.len() + 1..];
+            let parsed = if let Some(base) = key.strip_suffix("_file") {
+                // A secret handed out as a file: its text, as a string. The message names
+                // the variable and the path, never the content.
+                key = base;
+                let text = std::fs::read_to_string(&v)
+                    .map_err(|e| ConfigError(format!("{k}: cannot read {v}: {e}")))?;
+                toml::Value::String(text.trim_end_matches(['\n', '\r']).to_string())
+            } else {
+                format!("v = {v}")
+                    .parse::<toml::Table>()
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .unwrap_or(toml::Value::String(v.clone()))
+            };
+            let id = format!("{section}_{key}");
+            if let Some(other) = from_env.insert(id, k.clone()) {
+                return Err(ConfigError(format!(
+                    "{other} and {k} set the same key: keep one"
+                )));
+            }
             let table = value
                 .entry(section.to_string())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -1473,6 +1499,57 @@ mod tests {
         for section in SECTIONS {
             assert!(defaults.get(section).is_some());
         }
+    }
+
+    #[test]
+    fn secrets_from_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("pg-url");
+        std::fs::write(
+            &url,
+            "postgres://nc:s3cret@db:5432/nc?sslmode=verify-full\n",
+        )
+        .unwrap();
+        let key = dir.path().join("key");
+        std::fs::write(&key, "sk-123").unwrap();
+        let var = |k: &str, p: &Path| (k.to_string(), p.display().to_string());
+        let c = Config::load(
+            None,
+            vec![
+                var("NEURALCORE_STORE_POSTGRES_URL_FILE", &url),
+                var("NEURALCORE_LLM_API_KEY_FILE", &key),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            c.store.postgres_url,
+            "postgres://nc:s3cret@db:5432/nc?sslmode=verify-full"
+        );
+        assert_eq!(c.llm.api_key.as_deref(), Some("sk-123"));
+        assert!(!c.to_toml().contains("s3cret"));
+        // A missing file names the variable and the path; both forms at once are refused.
+        let missing = dir.path().join("missing");
+        let e = Config::load(
+            None,
+            vec![var("NEURALCORE_STORE_POSTGRES_URL_FILE", &missing)],
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("NEURALCORE_STORE_POSTGRES_URL_FILE") && e.0.contains("missing"),
+            "{e}"
+        );
+        let e = Config::load(
+            None,
+            vec![
+                var("NEURALCORE_STORE_POSTGRES_URL_FILE", &url),
+                (
+                    "NEURALCORE_STORE_POSTGRES_URL".into(),
+                    "postgres://x@h/d".into(),
+                ),
+            ],
+        )
+        .unwrap_err();
+        assert!(e.0.contains("keep one"), "{e}");
     }
 
     #[test]
