@@ -63,8 +63,10 @@ export NEURALCORE_TEST_PG_BIN
 # PostgreSQL (Debian's, built with OpenSSL) and Redis with TLS turned on, a test CA,
 # passwords and a client certificate, for the connection tests (crates/pg, crates/redis,
 # the CLI's TLS test); sets NEURALCORE_TEST_TLS_DIR, NEURALCORE_TEST_PG_TLS_URL and
-# NEURALCORE_TEST_REDIS_TLS_URL.
-eval "$(scripts/tls-servers.sh | tail -n1)"
+# NEURALCORE_TEST_REDIS_TLS_URL (an assignment first, so that a failure stops the run
+# instead of leaving the TLS tests to skip).
+TLS_ENV="$(scripts/tls-servers.sh | tail -n1)"
+eval "$TLS_ENV"
 
 # A real OpenAI-compatible LLM server (llama.cpp's, with SmolLM2-135M from PyPI) for the
 # real-LLM tier (crates/llm, crates/agents): built from source on first use, about 5-12

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # PostgreSQL and Redis with TLS turned on, on loopback, for the connection tests
-# (crates/pg/tests/tls.rs, crates/redis/tests/tls.rs and the stores' TLS tests).
+# (crates/pg/tests/tls.rs, crates/redis/tests/tls.rs and the CLI's TLS test).
 #
-#   scripts/tls-servers.sh          make the certificates if needed, start both servers
-#                                   unless running, print the environment
-#   scripts/tls-servers.sh stop     stop both
+#   scripts/tls-servers.sh          make the certificates if needed, configure and start
+#                                   the servers unless running, print the environment
+#   scripts/tls-servers.sh stop     stop them
 #
 # Certificates (openssl, under ${NEURALCORE_CACHE:-/var/cache/neuralcore}/tls): a test CA;
 # a server certificate it signs for localhost and 127.0.0.1; a client certificate for
 # the PostgreSQL role nc_cert (certificate authentication); and a second CA that signed
 # nothing the servers present, to check that a wrong CA is refused.
 #
-# PostgreSQL: Debian's postgresql-15 (apt-get when missing; the pgserver build the other
-# tests use has no OpenSSL), its own data folder and port (NEURALCORE_TEST_PG_TLS_PORT,
-# 5441), run as the postgres user when this runs as root. pg_hba.conf: TLS only over TCP
-# (a plain TCP connection is rejected), SCRAM password for everyone but nc_cert, who
-# authenticates with the client certificate. The password is random, made once, and
-# kept in tls/pgpass (a libpq password file, 0600) and tls/pg-password.
-# Redis: the Debian redis-server (built with TLS), TLS only on NEURALCORE_TEST_REDIS_TLS_PORT
-# (6391), a random password in tls/redis-password.
+# PostgreSQL: Debian's (the newest installed under /usr/lib/postgresql, else apt-get's
+# `postgresql`; the pgserver build the other tests use has no OpenSSL), its own data
+# folder and port (NEURALCORE_TEST_PG_TLS_PORT, 5441), run as the postgres user when
+# this runs as root. pg_hba.conf: TLS only over TCP (a plain TCP connection is
+# rejected), SCRAM password for everyone but nc_cert, who authenticates with the client
+# certificate. Its TLS settings, certificates, pg_hba.conf and roles are applied on every
+# start, so a run cut short or certificates made again leave nothing stale. The password
+# is random, made with the certificates, and kept in tls/pg-password and tls/pgpass (a
+# libpq password file, 0600).
+# Redis: the Debian redis-server (built with TLS), TLS only, a random password in
+# tls/redis-password; on NEURALCORE_TEST_REDIS_TLS_PORT (6391) a client certificate is
+# optional, on the next port it is required.
 #
 # The last line on stdout exports NEURALCORE_TEST_TLS_DIR, NEURALCORE_TEST_PG_TLS_URL
 # (no password: tests take it from the password file) and NEURALCORE_TEST_REDIS_TLS_URL
@@ -29,9 +33,9 @@ CACHE="${NEURALCORE_CACHE:-/var/cache/neuralcore}"
 DIR="$CACHE/tls"
 PG_PORT="${NEURALCORE_TEST_PG_TLS_PORT:-5441}"
 REDIS_PORT="${NEURALCORE_TEST_REDIS_TLS_PORT:-6391}"
+REDIS_MTLS_PORT=$((REDIS_PORT + 1))
 PG_DATA="$CACHE/pgdata-tls"
 PG_LOG="$CACHE/postgres-tls.log"
-PG_BIN=/usr/lib/postgresql/15/bin
 HOST=127.0.0.1
 
 log() { echo "tls-servers: $*" >&2; }
@@ -43,6 +47,16 @@ as_postgres() {
         runuser -u postgres -- "$@"
     else
         "$@"
+    fi
+}
+
+# Sets PG_BIN to the newest Debian PostgreSQL's binaries, when one is installed.
+PG_BIN=""
+find_pg_bin() {
+    local b
+    b="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
+    if [[ -n "$b" && -x "$b/postgres" ]]; then
+        PG_BIN="$b"
     fi
 }
 
@@ -78,25 +92,65 @@ make_certs() {
         chmod 600 ./*.key
         head -c 18 /dev/urandom | base64 | tr '+/' '-_' > pg-password
         head -c 18 /dev/urandom | base64 | tr '+/' '-_' > redis-password
-        printf '%s\n' "$HOST:$PG_PORT:*:postgres:$(cat pg-password)" > pgpass
-        chmod 600 pg-password redis-password pgpass
+        chmod 600 pg-password redis-password
         rm -f ./*.csr ./*.ext ./*.srl
     )
     touch "$DIR/ready"
 }
 
 pg_answers() {
-    "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT" -t 2 2>/dev/null
+    [[ -n "$PG_BIN" ]] && "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT" -t 2 2>/dev/null
+}
+
+# The TLS settings, certificates and pg_hba.conf: written on every start (cheap), so a
+# run cut short or certificates made again leave nothing stale.
+configure_pg() {
+    cp "$DIR/server.pem" "$DIR/server.key" "$DIR/ca.pem" "$PG_DATA/"
+    chmod 600 "$PG_DATA/server.key"
+    cat > "$PG_DATA/neuralcore-tls.conf" <<EOF
+ssl = on
+ssl_cert_file = 'server.pem'
+ssl_key_file = 'server.key'
+ssl_ca_file = 'ca.pem'
+password_encryption = 'scram-sha-256'
+EOF
+    if ! grep -q "^include_if_exists 'neuralcore-tls.conf'" "$PG_DATA/postgresql.conf"; then
+        echo "include_if_exists 'neuralcore-tls.conf'" >> "$PG_DATA/postgresql.conf"
+    fi
+    cat > "$PG_DATA/pg_hba.conf" <<EOF
+local   all  all                   trust
+hostssl all  nc_cert  $HOST/32    cert
+hostssl all  all      $HOST/32    scram-sha-256
+host    all  all      $HOST/32    reject
+EOF
+    if [[ "$(id -u)" == 0 ]]; then
+        chown postgres: "$PG_DATA"/server.* "$PG_DATA/ca.pem" "$PG_DATA/neuralcore-tls.conf" \
+            "$PG_DATA/pg_hba.conf"
+    fi
+}
+
+# The roles, over the Unix socket in the data folder: idempotent. Then the password
+# file, for the port in use.
+configure_roles() {
+    # The password on stdin, not the command line (base64url: no quote to escape).
+    as_postgres "$PG_BIN/psql" -q -h "$PG_DATA" -p "$PG_PORT" -U postgres -d postgres \
+        -v ON_ERROR_STOP=1 >&2 <<EOF
+ALTER ROLE postgres PASSWORD '$(cat "$DIR/pg-password")';
+SELECT 'CREATE ROLE nc_cert LOGIN' WHERE NOT EXISTS
+    (SELECT 1 FROM pg_roles WHERE rolname = 'nc_cert') \gexec
+GRANT CREATE ON SCHEMA public TO nc_cert;
+EOF
+    printf '%s\n' "$HOST:$PG_PORT:*:postgres:$(cat "$DIR/pg-password")" > "$DIR/pgpass"
+    chmod 600 "$DIR/pgpass"
 }
 
 start_pg() {
-    if [[ ! -x "$PG_BIN/postgres" ]]; then
-        log "installing Debian's postgresql-15 (a build with OpenSSL)"
-        apt_install postgresql-15
-    fi
-    if pg_answers; then
-        log "something already answers on $HOST:$PG_PORT"
-        return
+    find_pg_bin
+    if [[ -z "$PG_BIN" ]]; then
+        log "installing Debian's PostgreSQL (a build with OpenSSL)"
+        apt_install postgresql
+        find_pg_bin
+        [[ -n "$PG_BIN" ]] || { log "no PostgreSQL under /usr/lib/postgresql"; exit 1; }
     fi
     if [[ "$(id -u)" == 0 ]] && ! getent passwd postgres >/dev/null; then
         useradd --system --home-dir "$PG_DATA" --shell /usr/sbin/nologin postgres
@@ -106,66 +160,51 @@ start_pg() {
     if [[ "$(id -u)" == 0 ]]; then chown postgres: "$PG_DATA" "$PG_LOG"; fi
     chmod 700 "$PG_DATA"
     if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
-        log "initdb $PG_DATA"
+        log "initdb $PG_DATA ($PG_BIN)"
         as_postgres "$PG_BIN/initdb" -D "$PG_DATA" -A trust -U postgres -E UTF8 --no-locale >&2
-        # The server's own copies, owned by it (PostgreSQL refuses a key others can read).
-        cp "$DIR/server.pem" "$DIR/server.key" "$DIR/ca.pem" "$PG_DATA/"
-        if [[ "$(id -u)" == 0 ]]; then chown postgres: "$PG_DATA"/server.* "$PG_DATA/ca.pem"; fi
-        chmod 600 "$PG_DATA/server.key"
-        cat >> "$PG_DATA/postgresql.conf" <<EOF
-ssl = on
-ssl_cert_file = 'server.pem'
-ssl_key_file = 'server.key'
-ssl_ca_file = 'ca.pem'
-password_encryption = 'scram-sha-256'
-EOF
-        cat > "$PG_DATA/pg_hba.conf" <<EOF
-local   all  all                   trust
-hostssl all  nc_cert  $HOST/32    cert
-hostssl all  all      $HOST/32    scram-sha-256
-host    all  all      $HOST/32    reject
-EOF
-        NEW_CLUSTER=1
     fi
-    log "starting PostgreSQL 15 with TLS on $HOST:$PG_PORT (log: $PG_LOG)"
-    if ! as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -t 60 \
-        -o "-c listen_addresses=$HOST -p $PG_PORT -k $PG_DATA" -w start >&2; then
-        tail -n 30 "$PG_LOG" >&2 || true
+    configure_pg
+    if as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
+        as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" reload >&2
+    elif pg_answers; then
+        log "another server answers on $HOST:$PG_PORT; set NEURALCORE_TEST_PG_TLS_PORT"
         exit 1
+    else
+        log "starting PostgreSQL with TLS on $HOST:$PG_PORT (log: $PG_LOG)"
+        if ! as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -t 60 \
+            -o "-c listen_addresses=$HOST -p $PG_PORT -k $PG_DATA" -w start >&2; then
+            tail -n 30 "$PG_LOG" >&2 || true
+            exit 1
+        fi
     fi
-    if [[ -n "${NEW_CLUSTER:-}" ]]; then
-        as_postgres "$PG_BIN/psql" -q -h "$PG_DATA" -p "$PG_PORT" -U postgres -d postgres \
-            -v ON_ERROR_STOP=1 >&2 <<EOF
-ALTER ROLE postgres PASSWORD '$(cat "$DIR/pg-password")';
-CREATE ROLE nc_cert LOGIN;
-GRANT CREATE ON SCHEMA public TO nc_cert;
-EOF
-    fi
+    configure_roles
 }
 
 redis_answers() {
-    redis-cli --tls --cacert "$DIR/ca.pem" -h "$HOST" -p "$REDIS_PORT" \
-        --no-auth-warning -a "$(cat "$DIR/redis-password")" ping >/dev/null 2>&1
+    REDISCLI_AUTH="$(cat "$DIR/redis-password")" redis-cli --tls --cacert "$DIR/ca.pem" \
+        --cert "$DIR/client.pem" --key "$DIR/client.key" \
+        -h "$HOST" -p "$1" ping >/dev/null 2>&1
 }
 
+# start_redis PORT CLIENT-CERTIFICATES (optional | yes)
 start_redis() {
+    local port="$1" clients="$2"
     command -v redis-server >/dev/null || apt_install redis-server
-    if redis_answers; then
-        log "Redis with TLS already answers on $HOST:$REDIS_PORT"
+    if redis_answers "$port"; then
         return
     fi
-    local dir="$CACHE/redis-tls"
+    local dir="$CACHE/redis-tls-$port"
     mkdir -p "$dir"
-    log "starting Redis with TLS on $HOST:$REDIS_PORT"
+    log "starting Redis with TLS on $HOST:$port (client certificates: $clients)"
     # The password through the configuration on stdin, not the command line.
     printf '%s\n' "requirepass $(cat "$DIR/redis-password")" |
-        redis-server - --bind "$HOST" --port 0 --tls-port "$REDIS_PORT" \
+        redis-server - --bind "$HOST" --port 0 --tls-port "$port" \
             --tls-cert-file "$DIR/server.pem" --tls-key-file "$DIR/server.key" \
-            --tls-ca-cert-file "$DIR/ca.pem" --tls-auth-clients optional \
+            --tls-ca-cert-file "$DIR/ca.pem" --tls-auth-clients "$clients" \
             --daemonize yes --dir "$dir" --save '' --appendonly no \
             --logfile "$dir/redis.log" >&2
     for _ in $(seq 50); do
-        redis_answers && return
+        redis_answers "$port" && return
         sleep 0.1
     done
     log "Redis with TLS did not start; last lines of $dir/redis.log:"
@@ -173,21 +212,31 @@ start_redis() {
     exit 1
 }
 
+stop_redis() {
+    if redis_answers "$1"; then
+        REDISCLI_AUTH="$(cat "$DIR/redis-password")" redis-cli --tls --cacert "$DIR/ca.pem" \
+            --cert "$DIR/client.pem" --key "$DIR/client.key" \
+            -h "$HOST" -p "$1" shutdown nosave >&2 || true
+    fi
+}
+
 case "${1:-start}" in
 start)
     make_certs
     start_pg
-    start_redis
-    echo "export NEURALCORE_TEST_TLS_DIR=$DIR NEURALCORE_TEST_PG_TLS_URL=postgres://postgres@$HOST:$PG_PORT/postgres NEURALCORE_TEST_REDIS_TLS_URL=rediss://$HOST:$REDIS_PORT/"
+    start_redis "$REDIS_PORT" optional
+    start_redis "$REDIS_MTLS_PORT" yes
+    printf 'export NEURALCORE_TEST_TLS_DIR=%q NEURALCORE_TEST_PG_TLS_URL=%q NEURALCORE_TEST_REDIS_TLS_URL=%q NEURALCORE_TEST_REDIS_MTLS_URL=%q\n' \
+        "$DIR" "postgres://postgres@$HOST:$PG_PORT/postgres" \
+        "rediss://$HOST:$REDIS_PORT/" "rediss://$HOST:$REDIS_MTLS_PORT/"
     ;;
 stop)
-    if [[ -f "$PG_DATA/postmaster.pid" ]]; then
+    find_pg_bin
+    if [[ -n "$PG_BIN" && -f "$PG_DATA/postmaster.pid" ]]; then
         as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w stop >&2
     fi
-    if redis_answers; then
-        redis-cli --tls --cacert "$DIR/ca.pem" -h "$HOST" -p "$REDIS_PORT" \
-            --no-auth-warning -a "$(cat "$DIR/redis-password")" shutdown nosave >&2 || true
-    fi
+    stop_redis "$REDIS_PORT"
+    stop_redis "$REDIS_MTLS_PORT"
     ;;
 *)
     echo "usage: $0 [start|stop]" >&2

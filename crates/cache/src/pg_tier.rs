@@ -240,6 +240,10 @@ fn unreachable(e: &postgres::Error) -> bool {
         let code = db.code().code();
         return code.starts_with("08") || UNAVAILABLE.contains(&code);
     }
+    if neuralcore_pg::tls::is_tls_refusal(e) {
+        // A refused certificate: the server is there and says no.
+        return false;
+    }
     let io = e
         .source()
         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());

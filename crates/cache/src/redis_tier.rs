@@ -178,7 +178,7 @@ fn glob_escape(s: &str) -> String {
 
 /// Whether `e` means the server could not be reached or did not answer in time.
 fn unreachable(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_refusal() || e.is_connection_dropped()
+    neuralcore_redis::connection_failed(e)
 }
 
 impl RedisTier {

@@ -11,7 +11,8 @@
 //! plain string when it is not valid TOML. `NEURALCORE_<SECTION>_<KEY>_FILE=/path` reads
 //! the value from a file instead (its text, without the trailing newline, as a string):
 //! how container platforms hand out secrets, so a URL with a password or an API key
-//! never sits in the configuration file or the environment. [`TEMPLATE`] documents
+//! never sits in the configuration file or the environment (no key may end in `_file`
+//! for this to stay unambiguous; a value from a file is always a string). [`TEMPLATE`] documents
 //! every key; a test checks that it parses to the defaults and names every key.
 
 use std::path::Path;

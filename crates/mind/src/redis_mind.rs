@@ -145,7 +145,7 @@ pub(crate) struct RedisMind {
 /// The connection failed (I/O, a timeout, refused, dropped): the server is gone or
 /// unreachable.
 fn connection_failed(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_refusal() || e.is_connection_dropped()
+    neuralcore_redis::connection_failed(e)
 }
 
 /// Worth trying again later: the connection failed, or the server said to wait (still
@@ -204,10 +204,15 @@ impl RedisMind {
             .client
             .get_connection_with_timeout(self.cfg.connect_timeout)
             .map_err(|e| {
-                MindError::Unavailable(format!(
-                    "cannot connect to redis at {} within {:?}: {e}",
-                    self.shown, self.cfg.connect_timeout
-                ))
+                if neuralcore_redis::is_tls_refusal(&e) {
+                    // The server is there and refuses us: retrying will not help.
+                    MindError::Backend(format!("redis at {}: TLS: {e}", self.shown))
+                } else {
+                    MindError::Unavailable(format!(
+                        "cannot connect to redis at {} within {:?}: {e}",
+                        self.shown, self.cfg.connect_timeout
+                    ))
+                }
             })?;
         con.set_read_timeout(Some(self.cfg.io_timeout))
             .and_then(|_| con.set_write_timeout(Some(self.cfg.io_timeout)))

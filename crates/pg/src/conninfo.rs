@@ -30,7 +30,8 @@ impl Extra {
             "passfile" => &mut self.passfile,
             _ => return false,
         };
-        *slot = Some(value);
+        // An empty value is unset, as in libpq.
+        *slot = Some(value).filter(|v| !v.is_empty());
         true
     }
 
@@ -51,10 +52,20 @@ impl Extra {
                 *slot = env(var).filter(|v| !v.is_empty());
             }
         }
+        let system = self.sslrootcert.as_deref() == Some("system");
         let mode = match &self.sslmode {
             Some(m) => SslMode::parse(m)?,
+            // libpq 16: the public roots make verify-full the default.
+            None if system => SslMode::VerifyFull,
             None => SslMode::Prefer,
         };
+        if system && mode != SslMode::VerifyFull {
+            return Err(format!(
+                "sslrootcert=system needs sslmode=verify-full, not {}: a public CA signs \
+                 certificates for anyone's host names, so only the name check makes it safe",
+                mode.as_str()
+            ));
+        }
         Ok(TlsFiles {
             mode,
             root: self.sslrootcert.clone(),
@@ -142,10 +153,13 @@ fn key_values(s: &str) -> Result<Vec<(String, String)>, String> {
         }
         skip_ws(&mut it);
         if it.next() != Some('=') {
-            return Err(format!(
-                "invalid connection string: {key:?} has no value (expected key=value pairs \
-                 or postgres://user@host:port/db)"
-            ));
+            // Not naming the word: it may be half of an unquoted password.
+            return Err(
+                "invalid connection string: a word without `=value` (expected \
+                        key=value pairs, values with spaces in single quotes, or \
+                        postgres://user@host:port/db)"
+                    .into(),
+            );
         }
         skip_ws(&mut it);
         let mut value = String::new();
@@ -209,9 +223,8 @@ pub(crate) fn passfile_lookup(
                 .iter()
                 .zip(want)
                 .all(|(f, w)| f == "*" || f == w || (w.starts_with('/') && f == "localhost"));
-            // The password is the rest of the line (a `:` in it needs no escape there
-            // in practice, but libpq splits it too: rejoin).
-            matches.then(|| fields[4..].join(":"))
+            // libpq ends the password at the next unescaped `:` too.
+            matches.then(|| fields[4].clone())
         })
 }
 
@@ -264,7 +277,11 @@ mod tests {
     #[test]
     fn bad_urls_are_clear() {
         assert!(split("postgres://u@h/db?sslrootcert=%zz").is_err());
-        assert!(split("host=h user").unwrap_err().contains("no value"));
+        let e = split("host=h password=my secret").unwrap_err();
+        assert!(
+            e.contains("without `=value`") && !e.contains("secret"),
+            "{e}"
+        );
         assert!(split("host='h").unwrap_err().contains("unterminated"));
         let mut x = Extra {
             sslmode: Some("verify".into()),
@@ -298,6 +315,22 @@ mod tests {
         assert_eq!(files.root.as_deref(), Some("/url/ca.pem"));
         let files = Extra::default().tls(&|_| None, None).unwrap();
         assert_eq!(files.mode, SslMode::Prefer);
+        // Public roots: verify-full by default, nothing weaker.
+        let system = |mode: Option<&str>| {
+            Extra {
+                sslmode: mode.map(str::to_string),
+                sslrootcert: Some("system".into()),
+                ..Extra::default()
+            }
+            .tls(&|_| None, None)
+        };
+        assert_eq!(system(None).unwrap().mode, SslMode::VerifyFull);
+        for weaker in ["require", "verify-ca", "prefer"] {
+            assert!(system(Some(weaker)).unwrap_err().contains("verify-full"));
+        }
+        // Empty is unset.
+        let (_, x) = split("postgres://u@h/db?sslmode=&sslrootcert=").unwrap();
+        assert_eq!(x, Extra::default());
     }
 
     #[test]

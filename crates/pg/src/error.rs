@@ -65,6 +65,10 @@ pub fn map(e: postgres::Error, url: &str) -> PgError {
         .source()
         .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
     let said = describe(&e);
+    // A refused certificate or a TLS alert can surface as an I/O error: not a retry.
+    if crate::tls::is_tls_refusal(&e) {
+        return PgError::Backend(format!("PostgreSQL client ({url}): {said}"));
+    }
     if io || e.is_closed() || e.to_string().starts_with("timeout") {
         PgError::Unavailable(format!("{url}: {said}"))
     } else {

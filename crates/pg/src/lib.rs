@@ -106,9 +106,31 @@ pub fn config_with(
     let mut config: postgres::Config = rest
         .parse()
         .map_err(|e: postgres::Error| invalid(e.to_string()))?;
-    let files = extra
+    let mut files = extra
         .tls(env, home.clone())
         .map_err(|e| PgError::Invalid(format!("invalid PostgreSQL URL {:?}: {e}", redact(url))))?;
+    // `hostaddr` without `host`: the address is also the name TLS checks and the
+    // password file is searched for (as libpq does).
+    if config.get_hosts().is_empty() && !config.get_hostaddrs().is_empty() {
+        let addrs: Vec<String> = config
+            .get_hostaddrs()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        for a in addrs {
+            config.host(&a);
+        }
+    }
+    // Unix sockets never use TLS (libpq does not try; the server refuses it there), so
+    // sslmode, from the URL or PGSSLMODE, does not break local connections.
+    let unix_only = !config.get_hosts().is_empty()
+        && config
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, postgres::config::Host::Unix(_)));
+    if unix_only {
+        files.mode = SslMode::Disable;
+    }
     config.ssl_mode(files.mode.driver());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(connect_timeout);
@@ -139,13 +161,17 @@ pub fn config_with(
     })
 }
 
-/// The password for `c`'s first host from the password file, as libpq looks it up.
+/// The password for `c`'s host from the password file, as libpq looks it up; only for a
+/// single host (one host's password is never sent to another).
 fn password_from_file(
     c: &postgres::Config,
     passfile: Option<&str>,
     home: Option<PathBuf>,
 ) -> Option<String> {
     use postgres::config::Host;
+    if c.get_hosts().len() > 1 {
+        return None;
+    }
     let path = match passfile {
         Some(p) => PathBuf::from(p),
         None => home?.join(".pgpass"),
@@ -263,6 +289,12 @@ mod tests {
             SslMode::Disable
         );
         assert_eq!(at("host=h user=u").unwrap().sslmode, SslMode::Prefer);
+        // A Unix socket never uses TLS, whatever the mode.
+        let t = at("host=/run/postgresql user=u sslmode=require").unwrap();
+        assert_eq!(t.sslmode, SslMode::Disable);
+        // hostaddr alone: the address is the name.
+        let t = at("hostaddr=127.0.0.1 user=u sslmode=require").unwrap();
+        assert_eq!(t.shown, "postgres://u@127.0.0.1/?sslmode=require");
     }
 
     #[test]
@@ -289,6 +321,8 @@ mod tests {
         let env = |k: &str| (k == "PGPASSWORD").then(|| "from-env".to_string());
         assert_eq!(t("postgres://u@h/db", &env).as_deref(), Some("from-env"));
         assert_eq!(t("postgres://u@other/db", &no_env), None);
+        // Two hosts: one host's password is not sent to the other.
+        assert_eq!(t("postgres://u@h,h/db", &no_env), None);
         let elsewhere = dir.path().join("elsewhere");
         std::fs::copy(&pgpass, &elsewhere).unwrap();
         std::fs::remove_file(&pgpass).unwrap();

@@ -4,16 +4,20 @@
 //! |---|---|---|
 //! | `disable` | never | — |
 //! | `prefer` (the default) | when the server offers it | not checked |
-//! | `require` | always | not checked, unless `sslrootcert` is given: then as `verify-ca` |
+//! | `require` | always | not checked, unless a CA file is given or `~/.postgresql/root.crt` exists: then as `verify-ca` |
 //! | `verify-ca` | always | signed by a CA in `sslrootcert` |
 //! | `verify-full` | always | signed by a CA in `sslrootcert`, and names the host |
 //!
 //! `sslrootcert` is a PEM file of CA certificates, or `system` for Mozilla's roots (the
-//! `webpki-roots` set); `verify-*` without it read `~/.postgresql/root.crt`, as libpq
-//! does, and fail clearly when that is missing. `sslcert` and `sslkey` (PEM) present a
-//! client certificate. The name checked by `verify-full` is the URL's host (with
-//! `hostaddr` naming the address to dial, when the certificate names a host the
-//! resolver does not know). Channel binding (SCRAM-SHA-256-PLUS) is not offered.
+//! `webpki-roots` set), which (as in libpq 16) makes `verify-full` the default and any
+//! weaker mode an error: a public CA signs certificates for anyone's names. `verify-*`
+//! without `sslrootcert` read `~/.postgresql/root.crt`, as libpq does, and fail clearly
+//! when that is missing. `sslcert` and `sslkey` (PEM) present a client certificate. The
+//! name checked by `verify-full` is the URL's host (with `hostaddr` naming the address to
+//! dial, when the certificate names a host the resolver does not know); the certificate
+//! must name it in its subject alternative names (no fallback to the common name), and a
+//! CA certificate is not accepted as the server's own (the web PKI's rules). Unix sockets
+//! never use TLS, as in libpq. Channel binding (SCRAM-SHA-256-PLUS) is not offered.
 
 use std::error::Error;
 use std::fmt;
@@ -132,10 +136,15 @@ impl Tls {
             return Ok(Tls::off());
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mode = match (files.mode, &files.root) {
-            // libpq: "if a root CA file exists, require behaves like verify-ca".
-            (SslMode::Require, Some(_)) => SslMode::VerifyCa,
-            (m, _) => m,
+        // libpq: "if a root CA file exists, require behaves like verify-ca".
+        let has_root = files.root.is_some()
+            || files
+                .home
+                .as_deref()
+                .is_some_and(|h| default_root(h).exists());
+        let mode = match files.mode {
+            SslMode::Require if has_root => SslMode::VerifyCa,
+            m => m,
         };
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -146,15 +155,15 @@ impl Tls {
                 .with_custom_certificate_verifier(Arc::new(AcceptAny(provider))),
             SslMode::VerifyCa | SslMode::VerifyFull => {
                 let roots = Arc::new(roots(files)?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
-                    .build()
-                    .map_err(|e| format!("sslrootcert: {e}"))?;
                 if mode == SslMode::VerifyFull {
+                    let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                        .build()
+                        .map_err(|e| format!("sslrootcert: {e}"))?;
                     builder.with_webpki_verifier(webpki)
                 } else {
                     builder
                         .dangerous()
-                        .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
+                        .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, provider }))
                 }
             }
         };
@@ -271,29 +280,32 @@ impl ServerCertVerifier for AcceptAny {
     }
 }
 
-/// `verify-ca`: the whole web-PKI check but the name. The verifier checks the chain
-/// before the name, so a name error means the chain was good.
+/// `verify-ca`: the certificate chains to a trusted CA (rustls' public chain check, the
+/// one the full verifier runs); the name is not looked at.
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct ChainOnly {
+    roots: Arc<RootCertStore>,
+    provider: Arc<CryptoProvider>,
+}
 
 impl ServerCertVerifier for ChainOnly {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            r => r,
-        }
+        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.provider.signature_verification_algorithms.all,
+        )?;
+        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -302,7 +314,12 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -311,11 +328,18 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -332,6 +356,26 @@ impl fmt::Display for TlsError {
 
 impl Error for TlsError {}
 
+/// Whether `e` (or a cause of it) is a TLS refusal (a certificate refused by either
+/// side, a TLS alert, a protocol error) rather than the network failing: retrying the
+/// same connection will not help. Some refusals surface as I/O errors (a server's alert
+/// after the handshake), so the causes are searched, inside `io::Error`s too.
+pub fn is_tls_refusal(e: &(dyn Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if e.is::<rustls::Error>() || e.is::<TlsError>() {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+            if inner.is::<rustls::Error>() || inner.is::<TlsError>() {
+                return true;
+            }
+        }
+        cur = e.source();
+    }
+    false
+}
+
 type BoxError = Box<dyn Error + Send + Sync>;
 
 impl MakeTlsConnect<Socket> for Tls {
@@ -341,28 +385,27 @@ impl MakeTlsConnect<Socket> for Tls {
 
     fn make_tls_connect(&mut self, domain: &str) -> Result<Connector, BoxError> {
         // Asked for every host before the mode is looked at: with TLS off, a connector
-        // that is never used.
-        let config = self.config.clone();
-        // A Unix socket has no host name (and the server answers no to TLS there).
-        let host = if domain.is_empty() {
-            "localhost"
-        } else {
-            domain
+        // that is never used (and no host name to check).
+        let Some(config) = self.config.clone() else {
+            return Ok(Connector {
+                tls: None,
+                host: domain.to_string(),
+            });
         };
-        let name = ServerName::try_from(host.to_string())
-            .map_err(|e| Box::new(TlsError(format!("TLS: host {host:?}: {e}"))) as BoxError)?;
+        // Empty for a Unix socket, which never uses TLS (`config_with` turns it off); the
+        // driver refuses TLS without a host name before it gets here anyway.
+        let name = ServerName::try_from(domain.to_string())
+            .map_err(|e| Box::new(TlsError(format!("TLS: host {domain:?}: {e}"))) as BoxError)?;
         Ok(Connector {
-            config,
-            name,
-            host: host.to_string(),
+            tls: Some((config, name)),
+            host: domain.to_string(),
         })
     }
 }
 
 /// One connection's handshake.
 pub struct Connector {
-    config: Option<Arc<ClientConfig>>,
-    name: ServerName<'static>,
+    tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     host: String,
 }
 
@@ -373,11 +416,11 @@ impl TlsConnect<Socket> for Connector {
 
     fn connect(self, stream: Socket) -> Self::Future {
         Box::pin(async move {
-            let Some(config) = self.config else {
+            let Some((config, name)) = self.tls else {
                 return Err(Box::new(TlsError("TLS is off (sslmode=disable)".into())) as BoxError);
             };
             tokio_rustls::TlsConnector::from(config)
-                .connect(self.name, stream)
+                .connect(name, stream)
                 .await
                 .map(|s| TlsStream(Box::new(s)))
                 .map_err(|e| classify(e, &self.host))

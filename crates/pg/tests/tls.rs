@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use neuralcore_pg::{config, config_with, PgError, SslMode, Target};
+use neuralcore_pg::{config_with, PgError, SslMode, Target};
 
 struct Server {
     /// `postgres://postgres@127.0.0.1:5441/postgres`, without a password.
@@ -49,8 +49,14 @@ impl Server {
     }
 }
 
+/// No PG* variables and no home folder: the caller's environment cannot change what
+/// is tested.
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
 fn target(url: &str) -> Target {
-    config(url, "nc-tls-test", Duration::from_secs(10)).unwrap()
+    config_with(url, "nc-tls-test", Duration::from_secs(10), &no_env, None).unwrap()
 }
 
 /// Whether the session is encrypted, and as whom.
@@ -109,6 +115,26 @@ fn verify_ca_checks_the_chain_and_verify_full_the_name_too() {
     assert!(session(&at("verify-ca").unwrap()).unwrap().0);
     // require with a CA given is verify-ca, as in libpq.
     assert!(session(&at("require").unwrap()).unwrap().0);
+    // verify-ca (and require with a CA) still check the chain: another CA's
+    // certificate is refused whatever the name.
+    let other = |mode: &str| {
+        config_with(
+            &url(mode).replace("ca.pem", "other-ca.pem"),
+            "t",
+            Duration::from_secs(10),
+            &env,
+            None,
+        )
+        .unwrap()
+    };
+    for mode in ["verify-ca", "require"] {
+        let (msg, err) = failure(&other(mode));
+        assert!(
+            msg.contains("not signed by a CA in sslrootcert"),
+            "{mode}: {msg}"
+        );
+        assert!(matches!(err, PgError::Backend(_)), "{mode}: {err:?}");
+    }
 }
 
 #[test]

@@ -81,6 +81,42 @@ fn percent_decode(s: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "the Redis URL decodes to invalid UTF-8".into())
 }
 
+/// The connection failed (I/O, a timeout, refused, dropped): the server is gone or
+/// unreachable, worth trying again later. Not a TLS refusal ([`is_tls_refusal`]), which
+/// also arrives as an I/O error.
+pub fn connection_failed(e: &redis::RedisError) -> bool {
+    (e.is_io_error() || e.is_timeout() || e.is_connection_refusal() || e.is_connection_dropped())
+        && !is_tls_refusal(e)
+}
+
+/// Whether `e` is a TLS refusal (a certificate refused, a TLS alert) rather than the
+/// network failing: the server is there and says no, so retrying will not help. The
+/// redis crate reports the handshake's failure as an I/O error (it shakes hands on the
+/// first read), so the causes are searched, inside shared and I/O errors too.
+pub fn is_tls_refusal(e: &redis::RedisError) -> bool {
+    use std::error::Error;
+    fn tls(e: &(dyn Error + 'static)) -> bool {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.get_ref().is_some_and(|i| i.is::<rustls::Error>());
+        }
+        if let Some(shared) = e.downcast_ref::<std::sync::Arc<dyn Error + Send + Sync>>() {
+            return tls(&**shared);
+        }
+        false
+    }
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        if tls(c) {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
 fn read(what: &str, path: &str) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{what} {path}: {e}"))?;
     if !String::from_utf8_lossy(&bytes).contains("-----BEGIN ") {
@@ -96,7 +132,10 @@ pub fn client(
     adjust: impl FnOnce(ConnectionInfo) -> ConnectionInfo,
 ) -> Result<redis::Client, String> {
     let (rest, files) = split(url)?;
-    if rest.starts_with("rediss://") {
+    let tls = rest
+        .get(..9)
+        .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"));
+    if tls {
         // The redis crate builds its rustls configuration from the process-wide provider:
         // ring, unless the program chose one already (then that one stays).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -109,7 +148,7 @@ pub fn client(
     if files == Files::default() {
         return redis::Client::open(info).map_err(|e| e.to_string());
     }
-    if !rest.starts_with("rediss://") {
+    if !tls {
         return Err("sslrootcert, sslcert and sslkey need a TLS URL: rediss://".into());
     }
     let client_tls = match (&files.cert, &files.key) {

@@ -82,7 +82,19 @@ fn rediss_with_the_test_ca_and_the_password() {
         .unwrap();
     let got: String = redis::cmd("GET").arg(&key).query(&mut c).unwrap();
     assert_eq!(got, "over tls");
-    // A client certificate is presented when given (the server accepts one, optionally).
+}
+
+#[test]
+fn a_client_certificate_is_presented_where_the_server_requires_one() {
+    let Some(s) = server() else { return };
+    let Ok(mtls) = std::env::var("NEURALCORE_TEST_REDIS_MTLS_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_REDIS_MTLS_URL is not set (scripts/tls-servers.sh)");
+        return;
+    };
+    let s = Server { url: mtls, ..s };
+    let ca = format!("sslrootcert={}", s.file("ca.pem"));
+    let e = refused(&s.url(&s.password(), &ca));
+    assert!(!e.contains(&s.password()), "{e}");
     let with_cert = format!(
         "{ca}&sslcert={}&sslkey={}",
         s.file("client.pem"),
@@ -97,9 +109,18 @@ fn rediss_with_the_test_ca_and_the_password() {
 fn a_wrong_ca_the_system_roots_or_plain_tcp_are_refused() {
     let Some(s) = server() else { return };
     let pw = s.password();
-    let e = refused(&s.url(&pw, &format!("sslrootcert={}", s.file("other-ca.pem"))));
+    let url = s.url(&pw, &format!("sslrootcert={}", s.file("other-ca.pem")));
+    let e = refused(&url);
     assert!(e.to_lowercase().contains("certificate"), "{e}");
     assert!(!e.contains(&pw), "{e}");
+    // A refusal, not the network: not worth a retry.
+    let err = neuralcore_redis::client(&url, |i| i)
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        .unwrap_err();
+    assert!(neuralcore_redis::is_tls_refusal(&err), "{err}");
+    assert!(!neuralcore_redis::connection_failed(&err), "{err}");
     // The test CA is in no system store.
     let e = refused(&s.url(&pw, ""));
     assert!(e.to_lowercase().contains("certificate"), "{e}");
