@@ -484,12 +484,20 @@ impl App {
             }
             None => None,
         };
-        if let Some(k) = keys {
-            let n = k.backup_to(&tmp.join("auth.redb"))?;
-            parts.push(BackupPart {
-                path: "auth.redb".into(),
-                items: n,
-            });
+        match keys {
+            Some(k) if k.in_postgres() => skipped.push(
+                "tenants and keys: in PostgreSQL with the documents; back them up with \
+                 pg_dump --schema"
+                    .to_string(),
+            ),
+            Some(k) => {
+                let n = k.backup_to(&tmp.join("auth.redb"))?;
+                parts.push(BackupPart {
+                    path: "auth.redb".into(),
+                    items: n,
+                });
+            }
+            None => {}
         }
         let config = dir.join("neuralcore.toml");
         if config.is_file() {

@@ -1,4 +1,5 @@
-//! Tenants and API keys, in `<data dir>/auth.redb`.
+//! Tenants and API keys, in `<data dir>/auth.redb`, or (with the documents on
+//! PostgreSQL) in the store's schema, where every replica finds the same ones.
 //!
 //! A key is `nck_<prefix>_<secret>`: 8 hex characters that name it (shown by `keys
 //! list`, used to revoke it) and 48 of secret, 28 random bytes in all from the operating
@@ -96,13 +97,32 @@ pub struct Principal {
     pub key: Option<String>,
 }
 
-/// The tenants and keys of a data dir.
+/// The tenants and keys: of a data dir, or of the PostgreSQL schema every replica
+/// shares.
 pub struct KeyStore {
-    db: redb::Database,
+    backend: Backend,
+}
+
+enum Backend {
+    /// `<data dir>/auth.redb`.
+    Redb(redb::Database),
+    /// `auth_tenants` and `auth_keys` in the document store's schema (its migration 4).
+    Pg(Box<neuralcore_store::PgStore>),
 }
 
 fn internal(e: impl std::fmt::Display) -> AppError {
     AppError::Internal(format!("auth store: {e}"))
+}
+
+fn pg_error(e: neuralcore_pg::PgError) -> AppError {
+    match e {
+        neuralcore_pg::PgError::Unavailable(m) => AppError::Unavailable(format!("auth store: {m}")),
+        other => internal(other),
+    }
+}
+
+fn unavailable(e: &AppError) -> bool {
+    matches!(e, AppError::Unavailable(_))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -117,6 +137,25 @@ fn same(a: &str, b: &str) -> bool {
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
+}
+
+const KEY_COLUMNS: &str = "prefix, tenant, scope, name, sha256, created_ms, revoked_ms";
+
+fn key_from_row(r: &neuralcore_pg::postgres::Row) -> Result<KeyRecord, AppError> {
+    let ms = |v: i64| u64::try_from(v).unwrap_or(0);
+    Ok(KeyRecord {
+        prefix: r.get(0),
+        tenant: r.get(1),
+        scope: r.get::<_, String>(2).parse()?,
+        name: r.get(3),
+        sha256: r.get(4),
+        created_ms: ms(r.get(5)),
+        revoked_ms: r.get::<_, Option<i64>>(6).map(ms),
+    })
+}
+
+fn ms_i64(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 impl KeyStore {
@@ -141,13 +180,57 @@ impl KeyStore {
         txn.open_table(TENANTS).map_err(internal)?;
         txn.open_table(KEYS).map_err(internal)?;
         txn.commit().map_err(internal)?;
-        Ok(KeyStore { db })
+        Ok(KeyStore {
+            backend: Backend::Redb(db),
+        })
+    }
+
+    /// The key store `config` asks for: with `[store] backend = "postgres"` the tenants
+    /// and keys live in the store's schema (created or migrated on connect), shared by
+    /// every replica; else `<data dir>/auth.redb`.
+    pub fn open_with(
+        data_dir: &Path,
+        config: &neuralcore_engine::Config,
+    ) -> Result<KeyStore, AppError> {
+        if config.store.backend != neuralcore_engine::StoreBackendKind::Postgres {
+            return KeyStore::open(data_dir);
+        }
+        let store = neuralcore_engine::Engine::postgres_store(config)?;
+        Ok(KeyStore {
+            backend: Backend::Pg(Box::new(store)),
+        })
+    }
+
+    /// Whether the tenants and keys live in PostgreSQL (backed up with `pg_dump`).
+    pub fn in_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
+    }
+
+    /// Run `f` on a pooled connection with the quoted schema; reads are retried once on
+    /// a stale connection.
+    fn pg<T>(
+        store: &neuralcore_store::PgStore,
+        f: impl Fn(
+            &mut neuralcore_pg::postgres::Client,
+            &str,
+        ) -> Result<T, neuralcore_pg::postgres::Error>,
+    ) -> Result<T, AppError> {
+        let (pool, s) = store.pool();
+        pool.read(pg_error, unavailable, |c| {
+            f(&mut c.client, s).map_err(|e| pg_error(neuralcore_pg::map(e, &pool.url)))
+        })
     }
 
     /// Copy the tenants and keys (hashes only) into a new file at `dest`, as committed
-    /// now; how many records.
+    /// now; how many records. Keys in PostgreSQL are backed up with `pg_dump`.
     pub fn backup_to(&self, dest: &Path) -> Result<u64, AppError> {
-        let mut copy = neuralcore_store::copy::RedbCopy::begin(&self.db, dest).map_err(internal)?;
+        let Backend::Redb(db) = &self.backend else {
+            return Err(AppError::InvalidInput(
+                "the tenants and keys live in PostgreSQL: back them up with pg_dump --schema"
+                    .into(),
+            ));
+        };
+        let mut copy = neuralcore_store::copy::RedbCopy::begin(db, dest).map_err(internal)?;
         copy.table(TENANTS)
             .and_then(|c| c.table(KEYS))
             .map_err(internal)?;
@@ -162,34 +245,69 @@ impl KeyStore {
                 "the default tenant always exists".into(),
             ));
         }
-        let txn = self.db.begin_write().map_err(internal)?;
         let rec = TenantRecord {
             id: id.to_string(),
             created_ms: now_ms(),
         };
-        {
-            let mut t = txn.open_table(TENANTS).map_err(internal)?;
-            if t.get(id).map_err(internal)?.is_some() {
-                return Err(AppError::InvalidInput(format!("tenant {id:?} exists")));
+        let inserted = match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_write().map_err(internal)?;
+                {
+                    let mut t = txn.open_table(TENANTS).map_err(internal)?;
+                    if t.get(id).map_err(internal)?.is_some() {
+                        return Err(AppError::InvalidInput(format!("tenant {id:?} exists")));
+                    }
+                    let bytes = serde_json::to_vec(&rec).map_err(internal)?;
+                    t.insert(id, bytes.as_slice()).map_err(internal)?;
+                }
+                txn.commit().map_err(internal)?;
+                true
             }
-            let bytes = serde_json::to_vec(&rec).map_err(internal)?;
-            t.insert(id, bytes.as_slice()).map_err(internal)?;
+            Backend::Pg(store) => {
+                Self::pg(store, |c, s| {
+                    c.execute(
+                        &format!(
+                            "INSERT INTO {s}.auth_tenants (id, created_ms) VALUES ($1, $2) \
+                             ON CONFLICT DO NOTHING"
+                        ),
+                        &[&rec.id, &ms_i64(rec.created_ms)],
+                    )
+                })? == 1
+            }
+        };
+        if !inserted {
+            return Err(AppError::InvalidInput(format!("tenant {id:?} exists")));
         }
-        txn.commit().map_err(internal)?;
         Ok(rec)
     }
 
     /// Every tenant, the default one first.
     pub fn tenants(&self) -> Result<Vec<TenantRecord>, AppError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let t = txn.open_table(TENANTS).map_err(internal)?;
         let mut out = vec![TenantRecord {
             id: crate::DEFAULT_TENANT.into(),
             created_ms: 0,
         }];
-        for e in t.iter().map_err(internal)? {
-            let (_, v) = e.map_err(internal)?;
-            out.push(serde_json::from_slice(v.value()).map_err(internal)?);
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_read().map_err(internal)?;
+                let t = txn.open_table(TENANTS).map_err(internal)?;
+                for e in t.iter().map_err(internal)? {
+                    let (_, v) = e.map_err(internal)?;
+                    out.push(serde_json::from_slice(v.value()).map_err(internal)?);
+                }
+            }
+            Backend::Pg(store) => {
+                let rows = Self::pg(store, |c, s| {
+                    c.query(
+                        &format!("SELECT id, created_ms FROM {s}.auth_tenants ORDER BY id"),
+                        &[],
+                    )
+                })?;
+                out.extend(rows.iter().map(|r| TenantRecord {
+                    id: r.get(0),
+                    created_ms: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+                }));
+            }
         }
         Ok(out)
     }
@@ -198,9 +316,20 @@ impl KeyStore {
         if id == crate::DEFAULT_TENANT {
             return Ok(true);
         }
-        let txn = self.db.begin_read().map_err(internal)?;
-        let t = txn.open_table(TENANTS).map_err(internal)?;
-        Ok(t.get(id).map_err(internal)?.is_some())
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_read().map_err(internal)?;
+                let t = txn.open_table(TENANTS).map_err(internal)?;
+                Ok(t.get(id).map_err(internal)?.is_some())
+            }
+            Backend::Pg(store) => Self::pg(store, |c, s| {
+                c.query_opt(
+                    &format!("SELECT 1 FROM {s}.auth_tenants WHERE id = $1"),
+                    &[&id],
+                )
+                .map(|r| r.is_some())
+            }),
+        }
     }
 
     /// Make a key for `tenant` (which must exist) with `scope`; returns the key itself,
@@ -230,33 +359,97 @@ impl KeyStore {
             created_ms: now_ms(),
             revoked_ms: None,
         };
-        let txn = self.db.begin_write().map_err(internal)?;
-        {
-            let mut t = txn.open_table(KEYS).map_err(internal)?;
-            if t.get(prefix.as_str()).map_err(internal)?.is_some() {
-                // 2^-32 per existing key: try again rather than overwrite.
-                return Err(AppError::Unavailable(
-                    "key prefix collision; try again".into(),
-                ));
+        // 2^-32 per existing key: try again rather than overwrite.
+        let collision = || AppError::Unavailable("key prefix collision; try again".into());
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_write().map_err(internal)?;
+                {
+                    let mut t = txn.open_table(KEYS).map_err(internal)?;
+                    if t.get(prefix.as_str()).map_err(internal)?.is_some() {
+                        return Err(collision());
+                    }
+                    let v = serde_json::to_vec(&rec).map_err(internal)?;
+                    t.insert(prefix.as_str(), v.as_slice()).map_err(internal)?;
+                }
+                txn.commit().map_err(internal)?;
             }
-            let v = serde_json::to_vec(&rec).map_err(internal)?;
-            t.insert(prefix.as_str(), v.as_slice()).map_err(internal)?;
+            Backend::Pg(store) => {
+                let (pool, s) = store.pool();
+                let n = pool.write(pg_error, unavailable, |c| {
+                    c.client
+                        .execute(
+                            &format!(
+                                "INSERT INTO {s}.auth_keys ({KEY_COLUMNS}) \
+                                 VALUES ($1, $2, $3, $4, $5, $6, NULL) ON CONFLICT DO NOTHING"
+                            ),
+                            &[
+                                &rec.prefix,
+                                &rec.tenant,
+                                &rec.scope.name(),
+                                &rec.name,
+                                &rec.sha256,
+                                &ms_i64(rec.created_ms),
+                            ],
+                        )
+                        .map_err(|e| pg_error(neuralcore_pg::map(e, &pool.url)))
+                })?;
+                if n != 1 {
+                    return Err(collision());
+                }
+            }
         }
-        txn.commit().map_err(internal)?;
         Ok((key, rec))
     }
 
     /// Every key (revoked ones too), oldest first.
     pub fn keys(&self) -> Result<Vec<KeyRecord>, AppError> {
-        let txn = self.db.begin_read().map_err(internal)?;
-        let t = txn.open_table(KEYS).map_err(internal)?;
         let mut out = Vec::new();
-        for e in t.iter().map_err(internal)? {
-            let (_, v) = e.map_err(internal)?;
-            out.push(serde_json::from_slice::<KeyRecord>(v.value()).map_err(internal)?);
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_read().map_err(internal)?;
+                let t = txn.open_table(KEYS).map_err(internal)?;
+                for e in t.iter().map_err(internal)? {
+                    let (_, v) = e.map_err(internal)?;
+                    out.push(serde_json::from_slice::<KeyRecord>(v.value()).map_err(internal)?);
+                }
+            }
+            Backend::Pg(store) => {
+                let rows = Self::pg(store, |c, s| {
+                    c.query(&format!("SELECT {KEY_COLUMNS} FROM {s}.auth_keys"), &[])
+                })?;
+                for r in &rows {
+                    out.push(key_from_row(r)?);
+                }
+            }
         }
         out.sort_by_key(|k| k.created_ms);
         Ok(out)
+    }
+
+    /// The key with this prefix, revoked or not.
+    fn key(&self, prefix: &str) -> Result<Option<KeyRecord>, AppError> {
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_read().map_err(internal)?;
+                let t = txn.open_table(KEYS).map_err(internal)?;
+                let Some(v) = t.get(prefix).map_err(internal)? else {
+                    return Ok(None);
+                };
+                serde_json::from_slice(v.value())
+                    .map(Some)
+                    .map_err(internal)
+            }
+            Backend::Pg(store) => Self::pg(store, |c, s| {
+                c.query_opt(
+                    &format!("SELECT {KEY_COLUMNS} FROM {s}.auth_keys WHERE prefix = $1"),
+                    &[&prefix],
+                )
+            })?
+            .as_ref()
+            .map(key_from_row)
+            .transpose(),
+        }
     }
 
     /// Whether any key can be used (a server without one binds only to loopback).
@@ -264,24 +457,48 @@ impl KeyStore {
         Ok(self.keys()?.iter().any(|k| k.revoked_ms.is_none()))
     }
 
-    /// Revoke the key with this prefix; its requests are refused from now on.
+    /// Revoke the key with this prefix; its requests are refused from now on (on every
+    /// replica, when the keys live in PostgreSQL: each request reads its key there).
     pub fn revoke(&self, prefix: &str) -> Result<KeyRecord, AppError> {
-        let txn = self.db.begin_write().map_err(internal)?;
-        let rec = {
-            let mut t = txn.open_table(KEYS).map_err(internal)?;
-            let mut rec: KeyRecord = match t.get(prefix).map_err(internal)? {
-                Some(v) => serde_json::from_slice(v.value()).map_err(internal)?,
-                None => return Err(AppError::NotFound(format!("no key with prefix {prefix:?}"))),
-            };
-            if rec.revoked_ms.is_none() {
-                rec.revoked_ms = Some(now_ms());
+        let not_found = || AppError::NotFound(format!("no key with prefix {prefix:?}"));
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_write().map_err(internal)?;
+                let rec = {
+                    let mut t = txn.open_table(KEYS).map_err(internal)?;
+                    let mut rec: KeyRecord = match t.get(prefix).map_err(internal)? {
+                        Some(v) => serde_json::from_slice(v.value()).map_err(internal)?,
+                        None => return Err(not_found()),
+                    };
+                    if rec.revoked_ms.is_none() {
+                        rec.revoked_ms = Some(now_ms());
+                    }
+                    let v = serde_json::to_vec(&rec).map_err(internal)?;
+                    t.insert(prefix, v.as_slice()).map_err(internal)?;
+                    rec
+                };
+                txn.commit().map_err(internal)?;
+                Ok(rec)
             }
-            let v = serde_json::to_vec(&rec).map_err(internal)?;
-            t.insert(prefix, v.as_slice()).map_err(internal)?;
-            rec
-        };
-        txn.commit().map_err(internal)?;
-        Ok(rec)
+            Backend::Pg(store) => {
+                let (pool, s) = store.pool();
+                let row = pool.write(pg_error, unavailable, |c| {
+                    c.client
+                        .query_opt(
+                            &format!(
+                                "UPDATE {s}.auth_keys SET revoked_ms = COALESCE(revoked_ms, $2) \
+                                 WHERE prefix = $1 RETURNING {KEY_COLUMNS}"
+                            ),
+                            &[&prefix, &ms_i64(now_ms())],
+                        )
+                        .map_err(|e| pg_error(neuralcore_pg::map(e, &pool.url)))
+                })?;
+                row.as_ref()
+                    .map(key_from_row)
+                    .transpose()?
+                    .ok_or_else(not_found)
+            }
+        }
     }
 
     /// Who `key` is, or `None` for a malformed, unknown or revoked key (the caller
@@ -300,12 +517,9 @@ impl KeyStore {
         if prefix.len() != 8 || secret.len() != 48 || !hexish(prefix) || !hexish(secret) {
             return Ok(None);
         }
-        let txn = self.db.begin_read().map_err(internal)?;
-        let t = txn.open_table(KEYS).map_err(internal)?;
-        let Some(v) = t.get(prefix).map_err(internal)? else {
+        let Some(rec) = self.key(prefix)? else {
             return Ok(None);
         };
-        let rec: KeyRecord = serde_json::from_slice(v.value()).map_err(internal)?;
         if rec.revoked_ms.is_some() || !same(&rec.sha256, &hex(&Sha256::digest(key.as_bytes()))) {
             return Ok(None);
         }

@@ -1507,7 +1507,7 @@ fn serve(
     opts: neuralcore_server::ServeOptions,
     dirs: Vec<PathBuf>,
 ) -> Result<ExitCode> {
-    let keys = neuralcore_app::KeyStore::open(&g.data_dir)?;
+    let keys = neuralcore_app::KeyStore::open_with(&g.data_dir, &load_config(g)?)?;
     let requires_keys = keys.has_active_keys()?;
     // Refuse a public address without keys before opening anything.
     neuralcore_server::check_bind(&opts.addr, requires_keys).map_err(anyhow::Error::msg)?;
@@ -1566,7 +1566,7 @@ fn mcp(g: &Global, dirs: Vec<PathBuf>) -> Result<ExitCode> {
 
 /// `keys create|list|revoke`.
 fn keys(g: &Global, what: KeysCommand) -> Result<ExitCode> {
-    let ks = neuralcore_app::KeyStore::open(&g.data_dir)?;
+    let ks = neuralcore_app::KeyStore::open_with(&g.data_dir, &load_config(g)?)?;
     match what {
         KeysCommand::Create {
             tenant,
@@ -1621,7 +1621,7 @@ fn keys(g: &Global, what: KeysCommand) -> Result<ExitCode> {
 
 /// `tenants create|list`.
 fn tenants(g: &Global, what: TenantsCommand) -> Result<ExitCode> {
-    let ks = neuralcore_app::KeyStore::open(&g.data_dir)?;
+    let ks = neuralcore_app::KeyStore::open_with(&g.data_dir, &load_config(g)?)?;
     match what {
         TenantsCommand::Create { id } => {
             let t = ks.create_tenant(&id)?;

@@ -1935,11 +1935,19 @@ fn ingest_and_ask_over_tls_with_every_secret_in_a_file() {
             .output()
             .unwrap()
     };
+    let pg_pw = std::fs::read_to_string(dir.join("pg-password")).unwrap();
+    let pg_pw = pg_pw.trim();
     let ok = |out: Output| {
         let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(out.status.success(), "{err}");
-        assert!(!err.contains(redis_pw), "a password in the log: {err}");
-        String::from_utf8_lossy(&out.stdout).to_string()
+        for pw in [redis_pw, pg_pw] {
+            assert!(
+                !err.contains(pw) && !said.contains(pw),
+                "a password shown: {err}{said}"
+            );
+        }
+        said
     };
     let status = ok(nc(&["db", "status"]));
     assert!(status.contains("sslmode=verify-full"), "{status}");
@@ -1984,4 +1992,81 @@ fn ingest_and_ask_over_tls_with_every_secret_in_a_file() {
     admin
         .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
         .unwrap();
+}
+
+/// Tenants and API keys live in the PostgreSQL store's schema when the documents do:
+/// a key made through one data dir is listed through another and accepted by a server
+/// over that other one, and revoking it through the first is refused by that server at
+/// once (every request reads its key from PostgreSQL). Without `NEURALCORE_TEST_PG_URL`
+/// it says it skipped.
+#[test]
+fn keys_made_through_one_data_dir_work_on_a_server_over_another() {
+    let Ok(url) = std::env::var("NEURALCORE_TEST_PG_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+        return;
+    };
+    let schema = format!("nccli_keys_{}", std::process::id());
+    let drop_schema = || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .unwrap();
+    };
+    drop_schema();
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(
+            d.join("neuralcore.toml"),
+            format!(
+                "[store]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\npostgres_schema = \"{schema}\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    let ok = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    ok(run(&a, &["tenants", "create", "acme"]));
+    let key = ok(run(
+        &a,
+        &[
+            "keys", "create", "--tenant", "acme", "--scope", "read", "--name", "ci",
+        ],
+    ));
+    let prefix = key.split('_').nth(1).unwrap().to_string();
+    let listed = ok(run(&b, &["--json", "keys", "list"]));
+    assert!(
+        listed.contains(&prefix) && !listed.contains(&key),
+        "{listed}"
+    );
+    let tenants = ok(run(&b, &["tenants", "list"]));
+    assert!(tenants.contains("acme"), "{tenants}");
+    // Made twice through either data dir: refused.
+    assert!(!run(&b, &["tenants", "create", "acme"]).status.success());
+
+    let (mut server, base) = start_server_with(&b, &[]);
+    let status = |k: &str| match ureq::get(format!("{base}/v1/collections"))
+        .header("Authorization", format!("Bearer {k}"))
+        .call()
+    {
+        Ok(r) => r.status().as_u16(),
+        Err(ureq::Error::StatusCode(c)) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(status(&key), 200);
+    assert_eq!(
+        status("nck_00000000_000000000000000000000000000000000000000000000000"),
+        401
+    );
+    ok(run(&a, &["keys", "revoke", &prefix]));
+    assert_eq!(status(&key), 401, "a key revoked through another data dir");
+    let _ = server.kill();
+    let _ = server.wait();
+    drop_schema();
 }

@@ -62,8 +62,22 @@ impl FromRequestParts<Arc<State>> for Caller {
         if key.len() > 128 {
             return Err(ApiError::unauthorized());
         }
-        let principal = keys
-            .authenticate(&key)
+        let found = if keys.in_postgres() {
+            // A query on the synchronous PostgreSQL client, which must not run on the
+            // async runtime's threads.
+            let keys = keys.clone();
+            tokio::task::spawn_blocking(move || keys.authenticate(&key))
+                .await
+                .map_err(|e| {
+                    ApiError::from(neuralcore_app::AppError::Internal(format!(
+                        "the key lookup failed: {e}"
+                    )))
+                })?
+        } else {
+            // A read of a local redb file: quick, done in place.
+            keys.authenticate(&key)
+        };
+        let principal = found
             .map_err(ApiError::from)?
             .ok_or_else(ApiError::unauthorized)?;
         if let Some(prefix) = &principal.key {

@@ -70,6 +70,21 @@ CREATE TABLE {s}.vector_sets (
     dim integer NOT NULL,
     generation bigint NOT NULL DEFAULT 0);
 "#,
+    // 4: the server's tenants and API keys (neuralcore_app::KeyStore), so that every
+    // replica over this schema knows the same ones. Keys as SHA-256 only.
+    r#"
+CREATE TABLE {s}.auth_tenants (
+    id text PRIMARY KEY,
+    created_ms bigint NOT NULL);
+CREATE TABLE {s}.auth_keys (
+    prefix text PRIMARY KEY,
+    tenant text NOT NULL,
+    scope text NOT NULL,
+    name text NOT NULL,
+    sha256 text NOT NULL,
+    created_ms bigint NOT NULL,
+    revoked_ms bigint);
+"#,
 ];
 
 /// The schema version this binary writes and reads.
@@ -278,6 +293,12 @@ impl PgStore {
                 .map(|r| r.get(0))
                 .unwrap_or(0))
         })
+    }
+
+    /// The connection pool and the quoted schema, for the tables other crates keep in
+    /// this schema (the server's keys: migration 4).
+    pub fn pool(&self) -> (&Pool, &str) {
+        (&self.pool, &self.quoted)
     }
 
     /// The schema this store uses.
