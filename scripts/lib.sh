@@ -7,6 +7,16 @@
 use_shared_target() {
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/neuralcore-target}"
     mkdir -p "$CARGO_TARGET_DIR" 2>/dev/null || export CARGO_TARGET_DIR="$PWD/target"
+    # Every build of changed code links new test binaries (hundreds of MB each) next to
+    # the old ones; a shared folder used for weeks filled a 90 GB disk. Those not
+    # rebuilt for two days go (cargo links them again when needed), and the incremental
+    # caches, which only the same checkout reuses.
+    local deps="$CARGO_TARGET_DIR/debug/deps"
+    if [[ -d "$deps" ]]; then
+        find "$deps" -maxdepth 1 -type f ! -name 'lib*' ! -name '*.d' -mtime +2 -delete 2>/dev/null || true
+        find "$CARGO_TARGET_DIR/debug/incremental" -mindepth 1 -maxdepth 1 -mtime +2 \
+            -exec rm -rf {} + 2>/dev/null || true
+    fi
 }
 
 # Install Debian packages with apt-get (through sudo unless root), updating the package
