@@ -21,6 +21,7 @@ use neuralcore_store::reopen::ReopeningDb;
 use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
+use crate::pg_jobs::PgJobs;
 use crate::{App, AppError, Tenant};
 use neuralcore_memory::now_ms;
 
@@ -139,6 +140,32 @@ pub struct Job {
     pub created_ms: u64,
     /// When it last changed.
     pub updated_ms: u64,
+}
+
+impl Job {
+    /// A new job, queued, for `files`.
+    fn queued(id: String, tenant: &Tenant, collection: &str, files: &[Upload]) -> Job {
+        let now = now_ms();
+        Job {
+            schema: JOB_SCHEMA.into(),
+            id,
+            tenant: tenant.as_str().into(),
+            collection: collection.into(),
+            state: JobState::Queued,
+            files: files.iter().map(|f| f.name.clone()).collect(),
+            counts: JobCounts {
+                files: files.len(),
+                ..Default::default()
+            },
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+            attempts: 0,
+            cancel_requested: false,
+            created_ms: now,
+            updated_ms: now,
+        }
+    }
 }
 
 fn job_schema() -> String {
@@ -329,9 +356,17 @@ fn valid_job_id(id: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// The jobs of a data dir and their worker.
+/// Where the jobs are queued.
+enum Queue {
+    /// `<data dir>/jobs.redb`, run by this process's worker only.
+    Local(JobDb),
+    /// The PostgreSQL store's schema, shared by every process ([`crate::pg_jobs`]).
+    Shared(PgJobs),
+}
+
+/// The jobs of a data dir (or of the shared PostgreSQL queue) and their worker.
 pub struct Jobs {
-    db: JobDb,
+    queue: Queue,
     /// Jobs whose last change the job store could not take (a full disk): what readers
     /// see, until the worker writes them.
     unsaved: Mutex<BTreeMap<String, Job>>,
@@ -350,8 +385,33 @@ impl Jobs {
     pub fn open(data_dir: &Path) -> Result<Jobs, AppError> {
         std::fs::create_dir_all(data_dir).map_err(|e| io("create the data dir", e))?;
         let db = JobDb::open(&data_dir.join("jobs.redb"))?;
+        Jobs::with_queue(data_dir, Queue::Local(db))
+    }
+
+    /// The jobs `config` asks for: with `[store] backend = "postgres"` the queue in the
+    /// store's schema that every process shares (leases of `store.job_lease_secs`),
+    /// else [`Jobs::open`].
+    pub fn open_with(
+        data_dir: &Path,
+        config: &neuralcore_engine::Config,
+    ) -> Result<Jobs, AppError> {
+        if config.store.backend != neuralcore_engine::StoreBackendKind::Postgres {
+            return Jobs::open(data_dir);
+        }
+        std::fs::create_dir_all(data_dir).map_err(|e| io("create the data dir", e))?;
+        let store = neuralcore_engine::Engine::postgres_store(config)?;
+        let lease = Duration::from_secs(config.store.job_lease_secs);
+        Jobs::with_queue(data_dir, Queue::Shared(PgJobs::new(store, lease)?))
+    }
+
+    /// Whether the queue is shared through PostgreSQL.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.queue, Queue::Shared(_))
+    }
+
+    fn with_queue(data_dir: &Path, queue: Queue) -> Result<Jobs, AppError> {
         let jobs = Jobs {
-            db,
+            queue,
             unsaved: Mutex::new(BTreeMap::new()),
             data_dir: data_dir.to_path_buf(),
             wake: (Mutex::new(0), Condvar::new()),
@@ -372,7 +432,11 @@ impl Jobs {
 
     fn prune_keeping(&self, now: u64, keep: usize) -> Result<usize, AppError> {
         let cutoff = now.saturating_sub(JOB_RETENTION_MS);
-        self.db.with(|db| {
+        let db = match &self.queue {
+            Queue::Local(db) => db,
+            Queue::Shared(pg) => return pg.prune(cutoff, keep),
+        };
+        db.with(|db| {
             let txn = db.begin_write().map_err(bx)?;
             let mut old = Vec::new();
             {
@@ -410,7 +474,12 @@ impl Jobs {
     }
 
     fn recover(&self) -> Result<(), AppError> {
-        let over = self.db.with(|db| {
+        // A shared queue needs no recovery at start: a job whose worker died is taken
+        // over by any worker once its lease runs out.
+        let Queue::Local(db) = &self.queue else {
+            return Ok(());
+        };
+        let over = db.with(|db| {
             let txn = db.begin_write().map_err(bx)?;
             let mut over = Vec::new();
             {
@@ -454,13 +523,41 @@ impl Jobs {
         Ok(())
     }
 
+    /// The source id of an uploaded file at `path` (in a collection's sources folder),
+    /// when it is not the path: on the shared queue, `upload:<name>`, the same whichever
+    /// worker (with whichever data dir) stored it, so a retry elsewhere or a new version
+    /// through another worker finds it.
+    fn upload_id(&self, path: &Path) -> Option<String> {
+        match self.queue {
+            Queue::Shared(_) => path
+                .file_name()
+                .map(|n| format!("{UPLOAD_SCHEME}{}", n.to_string_lossy())),
+            Queue::Local(_) => None,
+        }
+    }
+
+    /// The id an uploaded file at `path` is stored under.
+    fn stored_id(&self, path: &Path) -> Option<String> {
+        if let Some(id) = self.upload_id(path) {
+            return Some(id);
+        }
+        let (dir, name) = (path.parent()?, path.file_name()?);
+        let dir = std::fs::canonicalize(dir).ok()?;
+        Some(dir.join(name).to_string_lossy().into_owned())
+    }
+
     fn staging(&self, id: &str) -> PathBuf {
         self.data_dir.join("uploads").join(id)
     }
 
     /// Copy the job records into a new file at `dest`, as committed now; how many.
     pub fn backup_to(&self, dest: &Path) -> Result<u64, AppError> {
-        let db = self.db.0.get().map_err(|_| {
+        let Queue::Local(db) = &self.queue else {
+            return Err(AppError::InvalidInput(
+                "the jobs are queued in PostgreSQL: back them up with pg_dump --schema".into(),
+            ));
+        };
+        let db = db.0.get().map_err(|_| {
             AppError::Unavailable("the job store is reopening after an I/O error".into())
         })?;
         let mut copy = neuralcore_store::copy::RedbCopy::begin(&db, dest).map_err(internal)?;
@@ -474,8 +571,23 @@ impl Jobs {
     }
 
     fn put(&self, job: &Job) -> Result<(), AppError> {
+        let db = match &self.queue {
+            Queue::Local(db) => db,
+            Queue::Shared(pg) => {
+                // Only while this worker holds the job: one that lost it to another
+                // changes nothing.
+                if !pg.put_leased(job)? {
+                    tracing::warn!("job {}: no longer this worker's; not written", job.id);
+                }
+                self.unsaved
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&job.id);
+                return Ok(());
+            }
+        };
         let bytes = serde_json::to_vec(job).map_err(internal)?;
-        self.db.with(|db| {
+        db.with(|db| {
             let txn = db.begin_write().map_err(bx)?;
             {
                 let mut t = txn.open_table(JOBS).map_err(bx)?;
@@ -523,7 +635,11 @@ impl Jobs {
         {
             return Ok(Some(j.clone()));
         }
-        let bytes = self.db.with(|db| {
+        let db = match &self.queue {
+            Queue::Local(db) => db,
+            Queue::Shared(pg) => return pg.load(id),
+        };
+        let bytes = db.with(|db| {
             let txn = db.begin_read().map_err(bx)?;
             let t = match txn.open_table(JOBS) {
                 Ok(t) => t,
@@ -538,20 +654,23 @@ impl Jobs {
     }
 
     fn all(&self) -> Result<Vec<Job>, AppError> {
-        let all = self.db.with(|db| {
-            let txn = db.begin_read().map_err(bx)?;
-            let t = match txn.open_table(JOBS) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(bx(e)),
-            };
-            let mut out = Vec::new();
-            for e in t.iter().map_err(bx)? {
-                let (_, v) = e.map_err(bx)?;
-                out.push(serde_json::from_slice::<Job>(v.value()).map_err(bad_record)?);
-            }
-            Ok(out)
-        })?;
+        let all = match &self.queue {
+            Queue::Shared(pg) => pg.all()?,
+            Queue::Local(db) => db.with(|db| {
+                let txn = db.begin_read().map_err(bx)?;
+                let t = match txn.open_table(JOBS) {
+                    Ok(t) => t,
+                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                    Err(e) => return Err(bx(e)),
+                };
+                let mut out = Vec::new();
+                for e in t.iter().map_err(bx)? {
+                    let (_, v) = e.map_err(bx)?;
+                    out.push(serde_json::from_slice::<Job>(v.value()).map_err(bad_record)?);
+                }
+                Ok(out)
+            })?,
+        };
         let unsaved = self.unsaved.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out: Vec<Job> = all
             .into_iter()
@@ -590,6 +709,14 @@ impl Jobs {
             }
         }
         let id = new_job_id()?;
+        if let Queue::Shared(pg) = &self.queue {
+            // The files go into the queue with the job, in one transaction: any
+            // worker, on any machine, can run it.
+            let job = Job::queued(id, tenant, collection, &files);
+            pg.insert(&job, &files)?;
+            self.notify();
+            return Ok(job);
+        }
         let dir = self.staging(&id);
         let staged = (|| {
             std::fs::create_dir_all(&dir)?;
@@ -605,26 +732,7 @@ impl Jobs {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(io("store the upload", e));
         }
-        let now = now_ms();
-        let job = Job {
-            schema: JOB_SCHEMA.into(),
-            id,
-            tenant: tenant.as_str().into(),
-            collection: collection.into(),
-            state: JobState::Queued,
-            files: files.iter().map(|f| f.name.clone()).collect(),
-            counts: JobCounts {
-                files: files.len(),
-                ..Default::default()
-            },
-            errors: Vec::new(),
-            warnings: Vec::new(),
-            error: None,
-            attempts: 0,
-            cancel_requested: false,
-            created_ms: now,
-            updated_ms: now,
-        };
+        let job = Job::queued(id, tenant, collection, &files);
         if let Err(e) = self.put(&job) {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
@@ -688,6 +796,19 @@ impl Jobs {
                 if rid == id {
                     // The worker's own copy takes this up at its next checkpoint.
                     flag.store(true, Ordering::SeqCst);
+                }
+            }
+            if let Queue::Shared(pg) = &self.queue {
+                // Queued: cancelled now (the row is locked against a claim); running,
+                // here or in another process: its worker's next heartbeat reads it.
+                drop(running);
+                let job = pg
+                    .cancel(id)?
+                    .ok_or_else(|| AppError::NotFound(format!("no job {id:?}")))?;
+                return Ok(job);
+            }
+            if let Some((rid, _)) = running.as_ref() {
+                if rid == id {
                     job.cancel_requested = true;
                     job.updated_ms = now_ms();
                     self.put(&job)?;
@@ -762,6 +883,35 @@ impl Jobs {
 
     fn next_queued(&self) -> Result<Option<(Job, Arc<AtomicBool>)>, AppError> {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Queue::Shared(pg) = &self.queue {
+            let Some((job, files)) = pg.claim()? else {
+                return Ok(None);
+            };
+            // The job's files into this worker's staging folder, where the embedded
+            // queue keeps them: the run is then the same.
+            let dir = self.staging(&job.id);
+            let staged = (|| {
+                std::fs::create_dir_all(&dir)?;
+                for (name, bytes) in &files {
+                    check_upload_name(name).map_err(std::io::Error::other)?;
+                    std::fs::write(dir.join(name), bytes)?;
+                }
+                Ok::<_, std::io::Error>(())
+            })();
+            if let Err(e) = staged {
+                let mut job = job;
+                job.state = JobState::Failed;
+                job.error = Some("this worker could not stage the job's files".into());
+                job.updated_ms = now_ms();
+                tracing::error!("job {}: staging its files: {e}", job.id);
+                let _ = std::fs::remove_dir_all(&dir);
+                self.put_final(&job)?;
+                return Ok(None);
+            }
+            let flag = Arc::new(AtomicBool::new(job.cancel_requested));
+            *running = Some((job.id.clone(), flag.clone()));
+            return Ok(Some((job, flag)));
+        }
         let mut queued: Vec<Job> = self
             .all()?
             .into_iter()
@@ -803,7 +953,7 @@ impl Jobs {
                     let tenant = job.tenant.clone();
                     // A panic in a loader or the model fails the job, not the worker.
                     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.run(&app, job, &flag)
+                        self.run_leased(&app, job, &flag)
                     }));
                     let done = match done {
                         Ok(r) => r,
@@ -835,7 +985,56 @@ impl Jobs {
     /// at a time, right before the group is ingested. A file replacing an earlier upload
     /// of the same name keeps the earlier one aside until the new one is stored: a new
     /// version that fails, or is not reached before a cancel, gives the old one back.
-    fn run(&self, app: &App, mut job: Job, stop: &Arc<AtomicBool>) -> Result<(), AppError> {
+    /// Run one job; on the shared queue, with a heartbeat renewing this worker's lease
+    /// every third of it meanwhile (and passing on a cancel asked by another process).
+    /// A lease found lost stops the job like a shutdown: another worker has it now.
+    fn run_leased(&self, app: &App, job: Job, stop: &Arc<AtomicBool>) -> Result<(), AppError> {
+        let lost = AtomicBool::new(false);
+        let Queue::Shared(pg) = &self.queue else {
+            return self.run(app, job, stop, &lost);
+        };
+        let id = job.id.clone();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let every = pg.lease / 3;
+                let mut last = std::time::Instant::now();
+                while !done.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if last.elapsed() < every {
+                        continue;
+                    }
+                    last = std::time::Instant::now();
+                    match pg.heartbeat(&id) {
+                        Ok(Some(cancel)) => {
+                            if cancel {
+                                stop.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        Ok(None) => {
+                            tracing::warn!("job {id}: this worker's lease is gone; stopping");
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        // The database is away: the lease may run out meanwhile, and
+                        // then the next heartbeat says so.
+                        Err(e) => tracing::warn!("job {id}: heartbeat: {e}"),
+                    }
+                }
+            });
+            let r = self.run(app, job, stop, &lost);
+            done.store(true, Ordering::SeqCst);
+            r
+        })
+    }
+
+    fn run(
+        &self,
+        app: &App,
+        mut job: Job,
+        stop: &Arc<AtomicBool>,
+        lost: &AtomicBool,
+    ) -> Result<(), AppError> {
         let tenant = Tenant::new(&job.tenant)?;
         let staging = self.staging(&job.id);
         let mut stopped = false;
@@ -870,6 +1069,7 @@ impl Jobs {
                 job: &mut job,
                 stop,
                 shutdown: &self.shutdown,
+                lost,
                 names: files
                     .iter()
                     .map(|(n, _)| (dest.join(n), n.clone()))
@@ -897,9 +1097,11 @@ impl Jobs {
                     // The group's commit failed: a file reported stored may not be.
                     obs.unstore(app, &stored, &paths, e);
                 }
-                let requeue = self.shutdown.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+                let requeue = (self.shutdown.load(Ordering::SeqCst) || lost.load(Ordering::SeqCst))
+                    && !stop.load(Ordering::SeqCst);
                 settle(&moved, &obs.done, requeue);
-                if let Err(e) = undo_partial(app, &tenant, &collection, &stored, &moved, &obs.done)
+                if let Err(e) =
+                    undo_partial(self, app, &tenant, &collection, &stored, &moved, &obs.done)
                 {
                     tracing::warn!("job {}: undoing a partial source failed: {e}", obs.job.id);
                 }
@@ -1033,6 +1235,7 @@ fn settle(placed: &[Placed], done: &[Done], requeue: bool) {
 /// is ingested again (it replaces the partial one and embeds nothing it had not), or,
 /// without one, the source is removed.
 fn undo_partial(
+    jobs: &Jobs,
     app: &App,
     tenant: &Tenant,
     collection: &str,
@@ -1044,13 +1247,9 @@ fn undo_partial(
         if !done.iter().any(|d| d.path == p.path && !d.stored) {
             continue;
         }
-        let (Some(dir), Some(name)) = (p.path.parent(), p.path.file_name()) else {
+        let Some(id) = jobs.stored_id(&p.path) else {
             continue;
         };
-        let Ok(dir) = std::fs::canonicalize(dir) else {
-            continue;
-        };
-        let id = dir.join(name).to_string_lossy().into_owned();
         let partial = app
             .engine()
             .store()
@@ -1062,7 +1261,12 @@ fn undo_partial(
         }
         if p.previous.is_some() && p.path.exists() {
             // `settle` put the earlier version back: it replaces the partial one.
-            app.ingest(tenant, std::slice::from_ref(&p.path), collection, &mut ())?;
+            app.ingest(
+                tenant,
+                std::slice::from_ref(&p.path),
+                collection,
+                &mut UploadIds(jobs),
+            )?;
         } else {
             // No earlier version (or a resumed job's, already gone): the source goes, and
             // the failing file with it.
@@ -1099,16 +1303,12 @@ fn groups(sizes: &[u64], max: u64) -> Vec<std::ops::Range<usize>> {
 
 /// Whether the store holds `path` as it is on disk (its source has the file's hash); not
 /// when that cannot be told.
-fn in_store(app: &App, stored_collection: &str, path: &Path) -> bool {
+fn in_store(jobs: &Jobs, app: &App, stored_collection: &str, path: &Path) -> bool {
     use sha2::Digest;
-    let Ok(id) = std::fs::canonicalize(path) else {
+    let Some(id) = jobs.stored_id(path) else {
         return false;
     };
-    let Ok(Some(source)) = app
-        .engine()
-        .store()
-        .source(stored_collection, &id.to_string_lossy())
-    else {
+    let Ok(Some(source)) = app.engine().store().source(stored_collection, &id) else {
         return false;
     };
     let Ok(bytes) = std::fs::read(path) else {
@@ -1142,6 +1342,8 @@ struct JobObserver<'a> {
     job: &'a mut Job,
     stop: &'a AtomicBool,
     shutdown: &'a AtomicBool,
+    /// This worker lost the job's lease (shared queue): stop as for a shutdown.
+    lost: &'a AtomicBool,
     names: BTreeMap<PathBuf, String>,
     /// Files handled, and whether each was stored (or unchanged).
     done: Vec<Done>,
@@ -1178,7 +1380,7 @@ impl JobObserver<'_> {
             match self.done.iter_mut().find(|d| d.path == *path) {
                 Some(d) if !d.stored => continue,
                 Some(d) => {
-                    if in_store(app, stored_collection, path) {
+                    if in_store(self.jobs, app, stored_collection, path) {
                         continue;
                     }
                     d.stored = false;
@@ -1282,7 +1484,23 @@ impl neuralcore_engine::IngestObserver for JobObserver<'_> {
     }
 
     fn cancelled(&self) -> bool {
-        self.stop.load(Ordering::SeqCst) || self.shutdown.load(Ordering::SeqCst)
+        self.stop.load(Ordering::SeqCst)
+            || self.shutdown.load(Ordering::SeqCst)
+            || self.lost.load(Ordering::SeqCst)
+    }
+
+    fn source_id(&self, path: &Path) -> Option<String> {
+        self.jobs.upload_id(path)
+    }
+}
+
+/// An ingest of uploads outside a job's run (giving an earlier version back): only the
+/// sources' ids, as the job's observer gives them.
+struct UploadIds<'a>(&'a Jobs);
+
+impl neuralcore_engine::IngestObserver for UploadIds<'_> {
+    fn source_id(&self, path: &Path) -> Option<String> {
+        self.0.upload_id(path)
     }
 }
 

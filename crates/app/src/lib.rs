@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod keys;
 mod memory;
 mod op_cache;
+mod pg_jobs;
 mod runs;
 mod search;
 mod tenant;
@@ -182,7 +183,7 @@ impl App {
     pub fn jobs(&self) -> Result<Arc<Jobs>, AppError> {
         self.jobs
             .get_or_init(|| {
-                Jobs::open(&self.data_dir)
+                Jobs::open_with(&self.data_dir, self.config())
                     .map(Arc::new)
                     .map_err(|e| e.to_string())
             })

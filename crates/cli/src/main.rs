@@ -328,10 +328,20 @@ enum Command {
         /// Requests a minute per API key (0: no limit).
         #[arg(long, default_value_t = 600)]
         rate_per_minute: u32,
+        /// Only queue ingest jobs, never run them here: with [store] backend =
+        /// "postgres" the queue is shared and `neuralcore worker` processes run them.
+        #[arg(long)]
+        no_jobs: bool,
         /// Agent folders (default: agents.dirs of the config).
         #[arg(long = "agents")]
         dirs: Vec<PathBuf>,
     },
+    /// Run ingest jobs from the queue shared through PostgreSQL ([store] backend =
+    /// "postgres") until stopped (Ctrl-C or SIGTERM: the running job stops after its
+    /// file and goes back to the queue). Any number may run, on any machine: each takes
+    /// the oldest waiting job under a lease it renews; a worker killed mid-job loses it
+    /// to another once the lease (store.job_lease_secs) runs out, which resumes it.
+    Worker,
     /// Serve the Model Context Protocol over stdin and stdout on the data dir: what an
     /// MCP client (Claude Desktop, Cursor, VS Code, an agent framework) launches.
     ///
@@ -1325,6 +1335,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_body_bytes,
             max_upload_bytes,
             rate_per_minute,
+            no_jobs,
             dirs,
         } => serve(
             g,
@@ -1337,9 +1348,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 request_timeout: std::time::Duration::from_millis(request_timeout_ms),
                 rate_per_minute,
                 max_upload_bytes,
+                run_jobs: !no_jobs,
             },
             dirs,
         ),
+        Command::Worker => worker(g),
         Command::Mcp { dirs } => mcp(g, dirs),
         Command::Backup { dest } => backup(g, remote.as_ref(), &dest),
         Command::Restore { backup } => restore(g, &backup),
@@ -1537,6 +1550,53 @@ fn serve(
             );
         }
     }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `worker`: run jobs from the shared queue until SIGINT or SIGTERM.
+fn worker(g: &Global) -> Result<ExitCode> {
+    let config = load_config(g)?;
+    if config.store.backend != neuralcore_engine::StoreBackendKind::Postgres {
+        anyhow::bail!(
+            "a worker runs jobs from the queue shared through PostgreSQL: set [store] backend = \
+             \"postgres\" (on the embedded store, `serve` runs its own jobs)"
+        );
+    }
+    let app = std::sync::Arc::new(neuralcore_app::App::open(
+        &g.data_dir,
+        config,
+        neuralcore_app::OpenOptions::default(),
+    )?);
+    let jobs = app.jobs()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the worker's signal handling")?;
+    jobs.start_worker(std::sync::Arc::downgrade(&app));
+    if !g.quiet {
+        eprintln!(
+            "neuralcore worker running jobs (pid {})",
+            std::process::id()
+        );
+    }
+    runtime.block_on(async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    });
+    if !g.quiet {
+        eprintln!("neuralcore worker stopping: the running job goes back to the queue");
+    }
+    jobs.begin_shutdown();
+    jobs.shutdown(std::time::Duration::from_secs(30));
     Ok(ExitCode::SUCCESS)
 }
 

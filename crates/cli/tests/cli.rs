@@ -2070,3 +2070,134 @@ fn keys_made_through_one_data_dir_work_on_a_server_over_another() {
     let _ = server.wait();
     drop_schema();
 }
+
+/// `neuralcore worker` processes over the job queue shared through PostgreSQL: a server
+/// that only queues (`serve --no-jobs`) takes an upload of 300 notes; a worker on
+/// another data dir takes the job and is killed (`kill -9`) mid-job; a second worker,
+/// on a third data dir, takes the job over once the lease runs out and finishes it.
+/// Every note is then stored once, as one source each (`upload:<name>` whichever
+/// worker stored it), and the server (another replica) searches them. Without
+/// `NEURALCORE_TEST_PG_URL` it says it skipped.
+#[test]
+fn a_worker_killed_mid_job_leaves_it_to_another_and_nothing_is_stored_twice() {
+    let Ok(url) = std::env::var("NEURALCORE_TEST_PG_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+        return;
+    };
+    let schema = format!("nccli_workers_{}", std::process::id());
+    let drop_schema = || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .unwrap();
+    };
+    drop_schema();
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = ["server", "w1", "w2"]
+        .iter()
+        .map(|d| tmp.path().join(d))
+        .collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(
+            d.join("neuralcore.toml"),
+            format!(
+                "[store]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\n\
+                 postgres_schema = \"{schema}\"\njob_lease_secs = 3\n"
+            ),
+        )
+        .unwrap();
+    }
+    let worker = |data: &Path| {
+        bin()
+            .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
+            .arg("--data-dir")
+            .arg(data)
+            .arg("worker")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut server, base) = start_server_with(&dirs[0], &["--no-jobs"]);
+    let texts: Vec<Value> = (0..300)
+        .map(|i| serde_json::json!({"name": format!("n{i:03}"), "text": format!("Note {i}: the tide table of harbour {i} lists {} high waters in a lunar month, and the pilot of harbour {i} checks them every morning.", 50 + i)}))
+        .collect();
+    let job: Value = ureq::post(format!("{base}/v1/collections/notes/documents"))
+        .send_json(serde_json::json!({ "documents": texts }))
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    let id = job["id"].as_str().unwrap().to_string();
+    let job_now = || get_json(&format!("{base}/v1/jobs/{id}"));
+    // Only queued: the server runs no jobs.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(job_now()["state"], "queued");
+
+    let mut first = worker(&dirs[1]);
+    let start = Instant::now();
+    let mut mid_job = false;
+    loop {
+        let j = job_now();
+        if j["state"] == "indexed" {
+            break;
+        }
+        if j["counts"]["files_done"].as_u64().unwrap_or(0) > 0 {
+            mid_job = true;
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{j}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    first.kill().unwrap(); // SIGKILL: no chance to give the job back
+    first.wait().unwrap();
+    assert!(mid_job, "the job finished before the kill");
+
+    let mut second = worker(&dirs[2]);
+    let start = Instant::now();
+    let job = loop {
+        let j = job_now();
+        if j["state"] == "indexed" || j["state"] == "failed" {
+            break j;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "{j}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(job["state"], "indexed", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    assert_eq!(job["counts"]["failed"], 0, "{job}");
+    assert_eq!(
+        job["counts"]["ingested"].as_u64().unwrap() + job["counts"]["skipped"].as_u64().unwrap(),
+        300,
+        "{job}"
+    );
+    // Each note once, as one source named by its upload, through the server's replica.
+    let sources = get_json(&format!("{base}/v1/collections/notes/sources"));
+    let ids: std::collections::BTreeSet<String> = sources["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 300, "{sources}");
+    assert!(ids.iter().all(|i| i.starts_with("upload:n")), "{ids:?}");
+    let info = get_json(&format!("{base}/v1/collections/notes"));
+    assert_eq!(info["documents"], 300, "{info}");
+    let hits: Value = ureq::post(format!("{base}/v1/search"))
+        .send_json(serde_json::json!({"query": "harbour 123 pilot", "collection": "notes", "k": 3}))
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    assert!(hits.to_string().contains("harbour 123"), "{hits}");
+    // SIGTERM: the idle worker stops cleanly.
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(second.id().to_string())
+        .status();
+    let status = second.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    drop_schema();
+}

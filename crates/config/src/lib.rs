@@ -231,6 +231,10 @@ pub struct StoreSettings {
     /// Batches of each collection kept in the store's journal log, by which indexes in
     /// other processes (replicas) catch up batch by batch; one further behind rebuilds.
     pub journal_keep: u64,
+    /// With backend `postgres`, ingest jobs are queued in the store's schema and run by
+    /// any process's worker: the lease a worker holds on its job, renewed every third of
+    /// it; a worker silent for this long (killed) loses the job to another.
+    pub job_lease_secs: u64,
 }
 
 impl Default for StoreSettings {
@@ -241,6 +245,7 @@ impl Default for StoreSettings {
             postgres_schema: "neuralcore_store".into(),
             postgres_pool: 4,
             journal_keep: 1000,
+            job_lease_secs: 30,
         }
     }
 }
@@ -830,6 +835,11 @@ postgres_pool = 4
 # process (a replica, or this one's after a restart) that far behind catches up batch by
 # batch; further behind, it rebuilds from the store.
 journal_keep = 1000
+# With "postgres", ingest jobs (uploads through `serve`) are queued in the schema and
+# run by the worker of any process (`serve`, or `neuralcore worker`): the lease a worker
+# holds on its job, in seconds, renewed every third of it. A worker silent this long
+# (killed) loses the job to another, which resumes it.
+job_lease_secs = 30
 
 [index]
 # Where each collection's vector index lives: "local" (an HNSW graph in the data dir,
@@ -1307,6 +1317,12 @@ impl Config {
             return bad(format!(
                 "store.postgres_pool must be at least 2 (got {})",
                 self.store.postgres_pool
+            ));
+        }
+        if self.store.job_lease_secs < 3 {
+            return bad(format!(
+                "store.job_lease_secs must be at least 3 (got {})",
+                self.store.job_lease_secs
             ));
         }
         if self.index.vector == VectorBackendKind::Pgvector

@@ -87,6 +87,12 @@ pub trait IngestObserver {
     fn cancelled(&self) -> bool {
         false
     }
+    /// The id to store the file at `path` under, instead of its canonical path: for a
+    /// file whose identity is not where it happens to lie (an upload run by whichever
+    /// worker took its job: `upload:<name>` on every machine).
+    fn source_id(&self, _path: &Path) -> Option<String> {
+        None
+    }
 }
 
 /// An observer that ignores everything.
@@ -625,7 +631,7 @@ impl<'e, 'i> Ingestor<'e, 'i> {
                 })
             }
         };
-        let source_id = source_id_for(path);
+        let source_id = obs.source_id(path).unwrap_or_else(|| source_id_for(path));
         let raw_sha = match hash_file(path) {
             Ok(h) => h,
             Err(e) => {

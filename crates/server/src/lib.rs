@@ -58,6 +58,9 @@ pub struct ServeOptions {
     pub rate_per_minute: u32,
     /// Largest upload (`POST /v1/collections/{name}/documents`), in bytes.
     pub max_upload_bytes: usize,
+    /// Run ingest jobs in this process (the default). Off, uploads are only queued: on
+    /// the shared PostgreSQL queue, `neuralcore worker` processes run them.
+    pub run_jobs: bool,
 }
 
 impl Default for ServeOptions {
@@ -71,6 +74,7 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(60),
             rate_per_minute: 600,
             max_upload_bytes: 64 * 1024 * 1024,
+            run_jobs: true,
         }
     }
 }
@@ -328,7 +332,9 @@ pub async fn serve(
         }
     }
     // Jobs queued before (or interrupted by) the last stop resume now.
-    state.jobs.start_worker(Arc::downgrade(&state.app));
+    if state.opts.run_jobs {
+        state.jobs.start_worker(Arc::downgrade(&state.app));
+    }
     ready(bound);
     let jobs = state.jobs.clone();
     let stopping = jobs.clone();

@@ -85,6 +85,28 @@ CREATE TABLE {s}.auth_keys (
     created_ms bigint NOT NULL,
     revoked_ms bigint);
 "#,
+    // 5: ingest jobs (neuralcore_app::Jobs), queued by any process and run by any
+    // worker: the job as JSON (`record`, its state also a column to claim by), the
+    // worker holding it and until when (a lease, renewed while it runs), a cancel asked
+    // by another process; the uploaded files, until the job ends.
+    r#"
+CREATE TABLE {s}.jobs (
+    id text PRIMARY KEY,
+    tenant text NOT NULL,
+    state text NOT NULL,
+    record bytea NOT NULL,
+    created_ms bigint NOT NULL,
+    updated_ms bigint NOT NULL,
+    cancel_requested boolean NOT NULL DEFAULT false,
+    lease_owner text,
+    lease_until timestamptz);
+CREATE INDEX ON {s}.jobs (state, created_ms);
+CREATE TABLE {s}.job_files (
+    job_id text NOT NULL REFERENCES {s}.jobs (id) ON DELETE CASCADE,
+    name text NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (job_id, name));
+"#,
 ];
 
 /// The schema version this binary writes and reads.

@@ -1,0 +1,136 @@
+//! The ingest job queue shared through PostgreSQL (`[store] backend = "postgres"`):
+//! two apps over one schema stand for two processes (each with its own data dir). A job
+//! queued through one is run by the other's worker; a cancel through either reaches a
+//! queued job at once and a running one through its worker's heartbeat; a lease that
+//! runs out hands a job to another worker. The real PostgreSQL the suite starts; skipped,
+//! saying so, when `NEURALCORE_TEST_PG_URL` is not set. (`crates/cli/tests/cli.rs` kills
+//! a `neuralcore worker` process mid-job.)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use neuralcore_app::jobs::{Job, JobState, Upload};
+use neuralcore_app::{App, OpenOptions, Tenant};
+use neuralcore_engine::{Config, StoreBackendKind};
+
+struct Pg {
+    url: String,
+    schema: String,
+}
+
+impl Pg {
+    fn new(test: &str) -> Option<Pg> {
+        let url = match std::env::var("NEURALCORE_TEST_PG_URL") {
+            Ok(u) if !u.is_empty() => u,
+            _ => {
+                eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+                return None;
+            }
+        };
+        let pg = Pg {
+            url,
+            schema: format!("ncj_{test}_{}", std::process::id()),
+        };
+        pg.drop_schema();
+        Some(pg)
+    }
+
+    fn drop_schema(&self) {
+        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            self.schema
+        ))
+        .unwrap();
+    }
+
+    fn app(&self, dir: &std::path::Path) -> Arc<App> {
+        let mut c = Config::default();
+        c.store.backend = StoreBackendKind::Postgres;
+        c.store.postgres_url = self.url.clone();
+        c.store.postgres_schema = self.schema.clone();
+        c.store.job_lease_secs = 3;
+        c.embedding.model_dir = neuralcore_models::testing::model_cache()
+            .display()
+            .to_string();
+        let opts = OpenOptions {
+            mind: Some(neuralcore_mind::Mind::memory()),
+            ..Default::default()
+        };
+        Arc::new(App::open(dir, c, opts).unwrap())
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        self.drop_schema();
+    }
+}
+
+fn notes(n: usize) -> Vec<Upload> {
+    (0..n)
+        .map(|i| Upload {
+            name: format!("note{i:03}.md"),
+            bytes: format!(
+                "# Note {i}\n\nThe lighthouse of cove {i} flashes {} times a minute; its \
+                 keeper logs every ship that passes the cove at night.\n",
+                3 + i
+            )
+            .into_bytes(),
+        })
+        .collect()
+}
+
+fn wait_for(app: &App, id: &str, what: impl Fn(&Job) -> bool, secs: u64) -> Job {
+    let t = Tenant::default_tenant();
+    let start = Instant::now();
+    loop {
+        let j = app.jobs().unwrap().get(&t, id).unwrap();
+        if what(&j) {
+            return j;
+        }
+        assert!(start.elapsed() < Duration::from_secs(secs), "{j:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_job_queued_through_one_process_is_run_by_another_and_cancels_reach_either() {
+    let Some(pg) = Pg::new("run") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (pg.app(&tmp.path().join("a")), pg.app(&tmp.path().join("b")));
+    let t = Tenant::default_tenant();
+    assert!(a.jobs().unwrap().is_shared());
+
+    // Queued with no worker anywhere: cancelled through the other process at once.
+    let queued = a.jobs().unwrap().submit(&t, "cove", notes(3)).unwrap();
+    let cancelled = b.jobs().unwrap().cancel(&t, &queued.id).unwrap();
+    assert_eq!(cancelled.state, JobState::Cancelled);
+    assert_eq!(
+        a.jobs().unwrap().get(&t, &queued.id).unwrap().state,
+        JobState::Cancelled
+    );
+    // Another tenant sees no such job, on either side.
+    let other = Tenant::new("globex").unwrap();
+    assert!(b.jobs().unwrap().get(&other, &queued.id).is_err());
+
+    // Run by b's worker; a sees it end and searches what b stored.
+    b.jobs().unwrap().start_worker(Arc::downgrade(&b));
+    let job = a.jobs().unwrap().submit(&t, "cove", notes(20)).unwrap();
+    let done = wait_for(&a, &job.id, |j| j.state.is_terminal(), 120);
+    assert_eq!(done.state, JobState::Indexed, "{done:?}");
+    assert_eq!(done.counts.ingested, 20, "{done:?}");
+    let sources = a.sources(&t, "cove").unwrap();
+    assert_eq!(sources.len(), 20);
+    assert!(sources.iter().all(|s| s.id.starts_with("upload:note")));
+
+    // A long job cancelled through a while b runs it: b's heartbeat passes it on.
+    let long = a.jobs().unwrap().submit(&t, "cove", notes(300)).unwrap();
+    wait_for(&a, &long.id, |j| j.counts.files_done > 0, 120);
+    a.jobs().unwrap().cancel(&t, &long.id).unwrap();
+    let end = wait_for(&a, &long.id, |j| j.state.is_terminal(), 60);
+    assert_eq!(end.state, JobState::Cancelled, "{end:?}");
+    assert!(end.counts.files_done < 300, "{end:?}");
+    b.jobs().unwrap().begin_shutdown();
+    b.jobs().unwrap().shutdown(Duration::from_secs(30));
+}
