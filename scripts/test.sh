@@ -106,6 +106,13 @@ rm -f "$ASK_TIMES"
 cargo test --workspace --doc --quiet
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+# A real-LLM test that fails with "connection refused" means the server died mid-run:
+# say so, with the end of its log, instead of leaving a puzzle.
+if [ -n "${NEURALCORE_TEST_LLM_URL:-}" ] && ! scripts/llm-server.sh status >/dev/null 2>&1; then
+  log "the LLM server at $NEURALCORE_TEST_LLM_URL stopped during the run; the end of its log:"
+  tail -n 20 "${NEURALCORE_CACHE:-/var/cache/neuralcore}/llm-server.log" >&2 || true
+  status=1
+fi
 if [ -s "$ASK_TIMES" ]; then
   # Tests named *llm* wait on a real LLM server or on a fixture's timeouts.
   log "slowest asks in the loop tests, with an LLM and without:"
