@@ -1131,6 +1131,20 @@ impl Jobs {
             }
             Ok(()) if stopped => job.state = JobState::Cancelled,
             Ok(()) => job.state = JobState::Indexed,
+            Err(AppError::Unavailable(m)) if self.is_shared() && !job.cancel_requested => {
+                // The shared store went away (PostgreSQL restarting, the network): the
+                // job goes back to the queue, to resume (committed files skipped) once
+                // the database is back, by this worker or another. Written when it can
+                // be; meanwhile the lease runs out and any worker's claim takes it
+                // (counted as an attempt: a store that keeps failing fails the job).
+                tracing::warn!(
+                    "job {}: the store is unavailable ({m}): queued again",
+                    job.id
+                );
+                job.state = JobState::Queued;
+                job.updated_ms = now_ms();
+                return self.put_final(&job);
+            }
             Err(e) => {
                 job.state = JobState::Failed;
                 job.error = Some(match &e {

@@ -134,3 +134,70 @@ fn a_job_queued_through_one_process_is_run_by_another_and_cancels_reach_either()
     b.jobs().unwrap().begin_shutdown();
     b.jobs().unwrap().shutdown(Duration::from_secs(30));
 }
+
+#[path = "../../memory-pg/tests/support/private_pg.rs"]
+mod private_pg;
+
+/// PostgreSQL killed (`kill -9`, a crash) and started again while a worker runs a job:
+/// the job goes back to the queue, resumes once the server is back, and ends with every
+/// file stored once. A private server of its own (`NEURALCORE_TEST_PG_BIN`), so the
+/// shared one is never touched.
+#[test]
+fn postgres_restarted_mid_job_the_job_resumes_and_nothing_is_lost_or_stored_twice() {
+    let Some(bin) = private_pg::bin() else { return };
+    // Started by init.
+    let mut server = private_pg::Private::init(bin);
+    let pg = Pg {
+        url: server.url(),
+        schema: format!("ncj_restart_{}", std::process::id()),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let a = pg.app(&tmp.path().join("a"));
+    let t = Tenant::default_tenant();
+    a.jobs().unwrap().start_worker(Arc::downgrade(&a));
+    let job = a.jobs().unwrap().submit(&t, "cove", notes(300)).unwrap();
+    let seen = wait_for(
+        &a,
+        &job.id,
+        |j| j.counts.files_done > 0 || j.state.is_terminal(),
+        120,
+    );
+    assert!(
+        !seen.state.is_terminal(),
+        "the job ended before the crash: {seen:?}"
+    );
+    server.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    server.start();
+    // Read until the database answers again and the job has ended.
+    let start = Instant::now();
+    let end = loop {
+        match a.jobs().unwrap().get(&t, &job.id) {
+            Ok(j) if j.state.is_terminal() => break j,
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "the job never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = format!(
+        "{:?} after {} attempts, {:?}, error {:?}",
+        end.state, end.attempts, end.counts, end.error
+    );
+    assert_eq!(end.state, JobState::Indexed, "{said}");
+    assert!(end.attempts >= 2, "{said}");
+    let sources = a.sources(&t, "cove").unwrap();
+    assert_eq!(sources.len(), 300);
+    assert!(sources.iter().all(|s| !s.partial), "{sources:?}");
+    let info = a
+        .collections(&t)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "cove")
+        .unwrap();
+    assert_eq!(info.documents, 300, "{info:?}");
+    a.jobs().unwrap().begin_shutdown();
+    a.jobs().unwrap().shutdown(Duration::from_secs(30));
+}
