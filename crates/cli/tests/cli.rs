@@ -2201,3 +2201,114 @@ fn a_worker_killed_mid_job_leaves_it_to_another_and_nothing_is_stored_twice() {
     server.wait().unwrap();
     drop_schema();
 }
+
+/// The local cluster in one command (`scripts/cluster.sh`): two replicas that only queue
+/// and two workers over the suite's PostgreSQL, with a Redis of the cluster's own for
+/// the Mind and the hot cache. An upload through one replica is run by a worker, its
+/// job followed and its documents searched and asked about through the other. Without
+/// `NEURALCORE_TEST_PG_URL` it says it skipped.
+#[test]
+fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
+    let Ok(pg) = std::env::var("NEURALCORE_TEST_PG_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let id = std::process::id();
+    let schema = format!("nccluster_{id}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/cluster.sh");
+    let cluster = |what: &str| {
+        Command::new("bash")
+            .arg(&script)
+            .arg(what)
+            .arg(&dir)
+            .env("NEURALCORE_BIN", env!("CARGO_BIN_EXE_neuralcore"))
+            .env("NEURALCORE_CLUSTER_PG_URL", &pg)
+            .env("NEURALCORE_CLUSTER_SCHEMA", &schema)
+            .env(
+                "NEURALCORE_CLUSTER_PORT",
+                (20000 + (id % 5000) * 2).to_string(),
+            )
+            .env(
+                "NEURALCORE_CLUSTER_REDIS_PORT",
+                (30000 + id % 5000).to_string(),
+            )
+            .output()
+            .unwrap()
+    };
+    let drop_schema = || {
+        let mut c = postgres::Client::connect(&pg, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .unwrap();
+    };
+    drop_schema();
+    let out = cluster("start");
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        let _ = cluster("stop");
+        panic!("{said}{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let urls: Vec<String> = said
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("export NEURALCORE_CLUSTER_URLS="))
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(urls.len(), 2, "{said}");
+    let result = std::panic::catch_unwind(|| {
+        let texts: Vec<Value> = (0..40)
+            .map(|i| serde_json::json!({"name": format!("n{i:02}"), "text": format!("Note {i}: the ferry to island {i} leaves at {} o'clock and its captain counts the passengers twice.", 5 + i % 12)}))
+            .collect();
+        let job: Value = ureq::post(format!("{}/v1/collections/notes/documents", urls[0]))
+            .send_json(serde_json::json!({ "documents": texts }))
+            .unwrap()
+            .body_mut()
+            .read_json()
+            .unwrap();
+        let jid = job["id"].as_str().unwrap().to_string();
+        let start = Instant::now();
+        let done = loop {
+            let j = get_json(&format!("{}/v1/jobs/{jid}", urls[1]));
+            if j["state"] == "indexed" || j["state"] == "failed" {
+                break j;
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "{j}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(done["state"], "indexed", "{done}");
+        assert_eq!(done["counts"]["ingested"], 40, "{done}");
+        let hits: Value = ureq::post(format!("{}/v1/search", urls[1]))
+            .send_json(serde_json::json!({"query": "ferry island 17 captain", "collection": "notes", "k": 3}))
+            .unwrap()
+            .body_mut()
+            .read_json()
+            .unwrap();
+        assert!(hits.to_string().contains("island 17"), "{hits}");
+        let report: Value = ureq::post(format!("{}/v1/ask", urls[1]))
+            .send_json(serde_json::json!({"question": "When does the ferry to island 17 leave?", "collection": "notes"}))
+            .unwrap()
+            .body_mut()
+            .read_json()
+            .unwrap();
+        assert_eq!(report["schema"], "neuralcore.ask/v1");
+        assert!(
+            report["citations"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty()),
+            "{report}"
+        );
+    });
+    let stopped = cluster("stop");
+    drop_schema();
+    if let Err(e) = result {
+        for name in ["replica-1", "replica-2", "worker-1", "worker-2"] {
+            let log = std::fs::read_to_string(dir.join("logs").join(format!("{name}.log")));
+            eprintln!("--- {name}:\n{}", log.unwrap_or_default());
+        }
+        std::panic::resume_unwind(e);
+    }
+    assert!(stopped.status.success());
+}
