@@ -11,6 +11,26 @@ use_shared_target() {
     # the old ones; a shared folder used for weeks filled a 90 GB disk. Those not
     # rebuilt for two days go (cargo links them again when needed), and the incremental
     # caches, which only the same checkout reuses.
+    # Workspace crates bake their checkout's path into what they build (env!
+    # ("CARGO_MANIFEST_DIR") in tests' fixture paths), yet cargo calls them fresh for a
+    # clone elsewhere with older files (its dep-info paths are relative): a clone at
+    # another path would run test binaries reading another clone's fixtures, or none.
+    # So when the folder was last used by another checkout, the workspace's own crates
+    # are cleaned (third-party builds stay); one checkout per path keeps its builds.
+    local mark="$CARGO_TARGET_DIR/.neuralcore-checkout"
+    if [[ -f "$mark" && "$(cat "$mark")" != "$PWD" ]]; then
+        log "the shared target folder was last used by $(cat "$mark"): rebuilding the workspace's crates"
+        local members
+        members="$(cargo metadata --no-deps --format-version 1 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"]))' || true)"
+        if [[ -n "$members" ]]; then
+            # shellcheck disable=SC2086
+            cargo clean --quiet $members 2>/dev/null || true
+            cargo clean --quiet --release $members 2>/dev/null || true
+        fi
+    fi
+    echo "$PWD" >"$mark" 2>/dev/null || true
     local deps="$CARGO_TARGET_DIR/debug/deps"
     if [[ -d "$deps" ]]; then
         find "$deps" -maxdepth 1 -type f ! -name 'lib*' ! -name '*.d' -mtime +2 -delete 2>/dev/null || true
