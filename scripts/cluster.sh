@@ -52,20 +52,7 @@ find_bin() {
 }
 
 start_redis() {
-    if redis-cli -h "$HOST" -p "$REDIS_PORT" ping >/dev/null 2>&1; then
-        return
-    fi
-    command -v redis-server >/dev/null || apt_install redis-server
-    mkdir -p "$DIR/redis"
-    redis-server --bind "$HOST" --port "$REDIS_PORT" --daemonize yes --dir "$DIR/redis" \
-        --save '' --appendonly no --logfile "$DIR/logs/redis.log" \
-        --pidfile "$DIR/pids/redis.pid" >&2
-    for _ in $(seq 50); do
-        redis-cli -h "$HOST" -p "$REDIS_PORT" ping >/dev/null 2>&1 && return
-        sleep 0.1
-    done
-    log "Redis did not start: see $DIR/logs/redis.log"
-    exit 1
+    ensure_redis "$HOST" "$REDIS_PORT" "$DIR/redis" "$DIR/logs/redis.log" "$DIR/pids/redis.pid"
 }
 
 write_config() {

@@ -123,3 +123,27 @@ stop_pidfile() {
         log "no pid file at $pidfile (nothing started by this script)"
     fi
 }
+
+# Start a Redis on $1:$2 (no persistence; data in the folder $3, log in $4, pid in $5
+# when given) unless one answers there already; install redis-server with apt-get when
+# missing. Fails the script when it does not answer within 5 s.
+ensure_redis() {
+    local host="$1" port="$2" dir="$3" logfile="$4" pidfile="${5:-}"
+    if redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
+        return
+    fi
+    if ! command -v redis-server >/dev/null 2>&1; then
+        log "redis-server not found: installing it with apt-get"
+        apt_install redis-server
+    fi
+    mkdir -p "$dir"
+    redis-server --bind "$host" --port "$port" --daemonize yes --dir "$dir" \
+        --save '' --appendonly no --logfile "$logfile" ${pidfile:+--pidfile "$pidfile"} >&2
+    for _ in $(seq 50); do
+        redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1 && return
+        sleep 0.1
+    done
+    log "redis-server did not start on $host:$port: see $logfile"
+    exit 1
+}
+

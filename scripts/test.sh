@@ -31,19 +31,14 @@ fi
 # from Debian's packages when missing, started on NEURALCORE_TEST_REDIS_PORT (6390) unless
 # something already answers there, with no persistence. Each test uses its own key prefix.
 REDIS_PORT="${NEURALCORE_TEST_REDIS_PORT:-6390}"
+# The restart tests start redis-servers of their own: installed even when one answers.
 if ! command -v redis-server >/dev/null 2>&1; then
   log "redis-server not found: installing it with apt-get"
   apt_install redis-server
 fi
 if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   REDIS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/neuralcore-redis.XXXXXX")"
-  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --dir "$REDIS_DIR" \
-    --save '' --appendonly no --logfile "$REDIS_DIR/redis.log"
-  for _ in $(seq 50); do
-    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  redis-cli -p "$REDIS_PORT" ping >/dev/null || { echo "redis-server did not start" >&2; exit 1; }
+  ensure_redis 127.0.0.1 "$REDIS_PORT" "$REDIS_DIR" "$REDIS_DIR/redis.log"
 fi
 export NEURALCORE_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/"
 

@@ -1836,11 +1836,7 @@ fn db_commands_and_two_data_dirs_over_one_postgres_store() {
         return;
     };
     let schema = format!("nccli_db_{}", std::process::id());
-    let drop_schema = || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            .unwrap();
-    };
+    let drop_schema = || drop_pg_schema(&url, &schema);
     drop_schema();
     let tmp = tempfile::tempdir().unwrap();
     let pg = |data: &Path, args: &[&str]| {
@@ -2006,11 +2002,7 @@ fn keys_made_through_one_data_dir_work_on_a_server_over_another() {
         return;
     };
     let schema = format!("nccli_keys_{}", std::process::id());
-    let drop_schema = || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            .unwrap();
-    };
+    let drop_schema = || drop_pg_schema(&url, &schema);
     drop_schema();
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
@@ -2085,11 +2077,7 @@ fn a_worker_killed_mid_job_leaves_it_to_another_and_nothing_is_stored_twice() {
         return;
     };
     let schema = format!("nccli_workers_{}", std::process::id());
-    let drop_schema = || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            .unwrap();
-    };
+    let drop_schema = || drop_pg_schema(&url, &schema);
     drop_schema();
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = ["server", "w1", "w2"]
@@ -2237,11 +2225,7 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
             .output()
             .unwrap()
     };
-    let drop_schema = || {
-        let mut c = postgres::Client::connect(&pg, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-            .unwrap();
-    };
+    let drop_schema = || drop_pg_schema(&pg, &schema);
     drop_schema();
     let out = cluster("start");
     let said = String::from_utf8_lossy(&out.stdout).to_string();
@@ -2311,4 +2295,11 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
         std::panic::resume_unwind(e);
     }
     assert!(stopped.status.success());
+}
+
+/// Drops `schema` (and everything in it) on the PostgreSQL at `url`, if it is there.
+fn drop_pg_schema(url: &str, schema: &str) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .unwrap();
 }
