@@ -462,6 +462,10 @@ pub struct AskReport {
     /// earlier run's report, still valid because nothing it drew on has changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached: Option<CachedAnswer>,
+    /// The OpenTelemetry trace of this ask (32 hex digits), when `[telemetry]` exports
+    /// spans: the same id a trace viewer (Phoenix, Langfuse, Jaeger) shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// Where a cached answer report came from.
@@ -748,10 +752,30 @@ impl<'a> Run<'a> {
 
     /// Runs the agents or tools of `role` on the run's scope and reports the stage.
     fn stage(&mut self, iteration: Option<u32>, role: &str) -> StageTrace {
+        let span = tracing::info_span!(
+            "stage",
+            otel.name = %format!("stage {role}"),
+            openinference.span.kind = "CHAIN",
+            neuralcore.stage = role,
+            neuralcore.iteration = iteration,
+            neuralcore.stage.tools = tracing::field::Empty,
+            neuralcore.stage.failed = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let t = Instant::now();
         let served = CacheServed::now();
         let r = self.o.run_role(&self.ctx(), role);
-        self.record(iteration, role, (t, served), r.results().cloned().collect())
+        let trace = self.record(iteration, role, (t, served), r.results().cloned().collect());
+        span.record("neuralcore.stage.tools", trace.results.len());
+        span.record(
+            "neuralcore.stage.failed",
+            trace
+                .results
+                .iter()
+                .filter(|r| matches!(r.status, ToolStatus::Failed { .. }))
+                .count(),
+        );
+        trace
     }
 
     /// A stage's trace from its tools' results: their cost and failures counted, and
@@ -841,6 +865,26 @@ impl<'a> Run<'a> {
 
     /// One iteration: whether to go on to the next.
     fn iteration(&mut self, n: u32) -> Result<bool, AgentError> {
+        let span = tracing::info_span!(
+            "iteration",
+            otel.name = %format!("iteration {n}"),
+            openinference.span.kind = "CHAIN",
+            neuralcore.iteration = n,
+            neuralcore.budget.tokens_spent = tracing::field::Empty,
+            neuralcore.budget.cost_usd_spent = tracing::field::Empty,
+            neuralcore.go_on = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let r = self.iteration_inner(n);
+        span.record("neuralcore.budget.tokens_spent", self.cost.tokens);
+        span.record("neuralcore.budget.cost_usd_spent", self.cost.usd);
+        if let Ok(go_on) = &r {
+            span.record("neuralcore.go_on", *go_on);
+        }
+        r
+    }
+
+    fn iteration_inner(&mut self, n: u32) -> Result<bool, AgentError> {
         let it_start = Instant::now();
         let it_clock = self.clock.now();
         let mut it = self.observe(n)?;
@@ -1571,6 +1615,7 @@ impl<'a> Run<'a> {
             conflicts: answer.conflicts,
             aspects: answer.aspects,
             cached: None,
+            trace_id: neuralcore_telemetry::trace_id(),
         })
     }
 }

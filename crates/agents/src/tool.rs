@@ -415,6 +415,48 @@ pub fn run_tool(
     caller: &str,
 ) -> ToolResult {
     let spec = tool.spec();
+    let span = tracing::info_span!(
+        "tool",
+        otel.name = %format!("tool {}", spec.name),
+        openinference.span.kind = "TOOL",
+        tool.name = spec.name,
+        neuralcore.tool.caller = caller,
+        neuralcore.tool.status = tracing::field::Empty,
+        neuralcore.tool.tokens = tracing::field::Empty,
+        neuralcore.tool.cost_usd = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_message = tracing::field::Empty,
+    );
+    let _entered = span.enter();
+    let result = run_tool_inner(tool, mind, params, deadline, cancel, services, caller);
+    span.record(
+        "neuralcore.tool.status",
+        match &result.status {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Skipped { .. } => "skipped",
+            ToolStatus::Failed { transient: true } => "failed (transient)",
+            ToolStatus::Failed { transient: false } => "failed",
+        },
+    );
+    span.record("neuralcore.tool.tokens", result.metrics.tokens);
+    span.record("neuralcore.tool.cost_usd", result.metrics.cost_usd);
+    if let ToolStatus::Failed { .. } = result.status {
+        span.record("otel.status_code", "error");
+        span.record("otel.status_message", result.message.as_str());
+    }
+    result
+}
+
+fn run_tool_inner(
+    tool: &dyn Tool,
+    mind: &Scope,
+    params: &Value,
+    deadline: Option<&Deadline>,
+    cancel: &Cancel,
+    services: &Services,
+    caller: &str,
+) -> ToolResult {
+    let spec = tool.spec();
     let start = Instant::now();
     let outcome = crate::schema::validate(&(spec.params)(), params)
         .map_err(|e| ToolError::Permanent(format!("parameters of {}: {e}", spec.name)))

@@ -73,6 +73,27 @@ pub struct App {
     retention: runs::Retention,
 }
 
+/// The outcome of an ask on its span: verdicts, budget use, how it answered.
+fn record_ask(span: &tracing::Span, r: &AskReport) {
+    use neuralcore_agents::crag::Verdict;
+    let count = |v: Verdict| r.verdicts.iter().filter(|g| g.verdict == v).count();
+    span.record("neuralcore.abstained", r.abstained);
+    span.record("neuralcore.method", r.method.as_str());
+    span.record("neuralcore.confidence", f64::from(r.confidence));
+    span.record("neuralcore.iterations", r.budget.iterations);
+    span.record("neuralcore.stopped", format!("{:?}", r.budget.stopped).as_str());
+    span.record("neuralcore.verdicts.correct", count(Verdict::Correct));
+    span.record("neuralcore.verdicts.ambiguous", count(Verdict::Ambiguous));
+    span.record("neuralcore.verdicts.incorrect", count(Verdict::Incorrect));
+    span.record("neuralcore.verdicts.verified", count(Verdict::Verified));
+    span.record("neuralcore.verdicts.dropped", count(Verdict::Dropped));
+    span.record("neuralcore.citations", r.citations.len());
+    span.record("neuralcore.answer_cached", r.cached.is_some());
+    span.record("neuralcore.budget.tokens", r.cost.tokens);
+    span.record("neuralcore.budget.cost_usd", r.cost.usd);
+    span.record("otel.status_code", "ok");
+}
+
 impl App {
     /// Open the data dir with `config`: the engine (the store is locked for this
     /// process), the configured Mind, the LLM and web clients, the agents.
@@ -279,9 +300,44 @@ impl App {
         opts: &AskOptions,
         recall: bool,
     ) -> Result<AskReport, AppError> {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            "ask",
+            openinference.span.kind = "AGENT",
+            neuralcore.tenant = tenant.as_str(),
+            neuralcore.collection = opts.collection.as_str(),
+            neuralcore.run_id = run_id,
+            neuralcore.abstained = Empty,
+            neuralcore.method = Empty,
+            neuralcore.confidence = Empty,
+            neuralcore.iterations = Empty,
+            neuralcore.stopped = Empty,
+            neuralcore.verdicts.correct = Empty,
+            neuralcore.verdicts.ambiguous = Empty,
+            neuralcore.verdicts.incorrect = Empty,
+            neuralcore.verdicts.verified = Empty,
+            neuralcore.verdicts.dropped = Empty,
+            neuralcore.citations = Empty,
+            neuralcore.answer_cached = Empty,
+            neuralcore.budget.tokens = Empty,
+            neuralcore.budget.cost_usd = Empty,
+            otel.status_code = Empty,
+            otel.status_message = Empty,
+        );
+        let _entered = span.enter();
         let started_ms = neuralcore_memory::now_ms();
         let clock = std::time::Instant::now();
-        let report = self.ask_unrecorded(tenant, run_id, question, opts, recall)?;
+        let mut report = match self.ask_unrecorded(tenant, run_id, question, opts, recall) {
+            Ok(r) => r,
+            Err(e) => {
+                span.record("otel.status_code", "error");
+                span.record("otel.status_message", e.to_string().as_str());
+                return Err(e);
+            }
+        };
+        // This ask's trace, also for an answer served from the cache.
+        report.trace_id = neuralcore_telemetry::trace_id();
+        record_ask(&span, &report);
         let latency_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
         match runs::record(self.mind(), tenant, &report, started_ms, latency_ms) {
             Ok(()) => self.retention.recorded(self.mind(), tenant),

@@ -728,13 +728,15 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    match run(cli) {
+    let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
-    }
+    };
+    neuralcore_telemetry::flush(std::time::Duration::from_secs(5));
+    code
 }
 
 fn init_logging(g: &Global) {
@@ -747,15 +749,35 @@ fn init_logging(g: &Global) {
             _ => "debug",
         }
     };
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("NEURALCORE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},tantivy=warn")));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
+    // The log on stderr has its own filter; the OpenTelemetry layer, inert until
+    // `[telemetry] enabled` (start_telemetry), takes neuralcore's spans whatever the
+    // log level.
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_target(false)
+                .without_time()
+                .with_filter(filter),
+        )
+        .with(neuralcore_telemetry::layer())
         .init();
+}
+
+/// Starts exporting spans when the configuration says so (once per process; what is
+/// queued is sent before `main` returns).
+fn start_telemetry(config: &Config) -> Result<()> {
+    if config.telemetry.enabled {
+        // The guard's flush on drop is replaced by the one at the end of `main`.
+        std::mem::forget(neuralcore_telemetry::start(&config.telemetry).map_err(anyhow::Error::msg)?);
+    }
+    Ok(())
 }
 
 fn config_path(g: &Global) -> PathBuf {
@@ -832,7 +854,9 @@ fn load_config(g: &Global) -> Result<Config> {
     if g.config.is_some() && !path.exists() {
         anyhow::bail!("config file {} does not exist", path.display());
     }
-    Ok(Config::load(Some(&path), std::env::vars())?)
+    let config = Config::load(Some(&path), std::env::vars())?;
+    start_telemetry(&config)?;
+    Ok(config)
 }
 
 fn open(g: &Global, config: Config) -> Result<Engine> {

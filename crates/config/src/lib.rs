@@ -67,6 +67,8 @@ pub struct Config {
     pub memory: MemorySettings,
     /// `[cache]`: the two-tier operation cache.
     pub cache: CacheSettings,
+    /// `[telemetry]`: OpenTelemetry spans over OTLP/HTTP (off by default).
+    pub telemetry: neuralcore_telemetry::TelemetryConfig,
 }
 
 /// `[cache] hot`: where the hot tier lives.
@@ -1199,6 +1201,32 @@ answer_ttl_s = 86400
 # SQuAD 2.0 no threshold below 1.0 kept questions with different answers apart
 # (`nc-bench paraphrase`).
 answer_paraphrase = 0.0
+
+[telemetry]
+# OpenTelemetry spans of every request, ask, loop iteration and stage, tool run, search,
+# embedding batch and LLM call (GenAI semantic conventions: model, tokens, cost), exported
+# over OTLP/HTTP (protobuf). W3C trace context is taken from incoming requests'
+# traceparent header and sent on outgoing LLM and web requests; the ask report's
+# trace_id and the X-Trace-Id response header name the trace.
+enabled = false
+# The OTLP/HTTP traces endpoint: Arize Phoenix http://127.0.0.1:6006/v1/traces, Langfuse
+# https://cloud.langfuse.com/api/public/otel/v1/traces (with the Authorization header
+# below), a collector or Jaeger http://127.0.0.1:4318/v1/traces.
+endpoint = "http://127.0.0.1:6006/v1/traces"
+# Headers of every export, name=value pairs separated by commas, e.g. Langfuse's
+# "Authorization=Basic <base64 of public-key:secret-key>". A secret: keep it out of this
+# file (NEURALCORE_TELEMETRY_HEADERS or NEURALCORE_TELEMETRY_HEADERS_FILE); never shown.
+# headers = ""
+# The share of traces kept (0.0-1.0), decided at each trace's root; a request that comes
+# with a traceparent follows its sampled flag.
+sampling = 1.0
+# service.name of the exported resource, and the Phoenix project the spans go to.
+service_name = "neuralcore"
+project = "neuralcore"
+# Most finished spans waiting for export (more are dropped while the endpoint is away),
+# and one export request's timeout in milliseconds.
+queue = 8192
+timeout_ms = 5000
 "#;
 
 const SECTIONS: &[&str] = &[
@@ -1219,6 +1247,7 @@ const SECTIONS: &[&str] = &[
     "web",
     "memory",
     "cache",
+    "telemetry",
 ];
 
 impl Config {
@@ -1311,6 +1340,7 @@ impl Config {
     /// Check values that parse but make no sense.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError(m));
+        self.telemetry.check().map_err(ConfigError)?;
         if self.store.postgres_pool < 2 {
             // A batch holds one connection while it reads the embedding cache through
             // another.

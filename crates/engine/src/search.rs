@@ -172,7 +172,32 @@ impl Engine {
         k: usize,
         opts: impl Into<SearchOptions>,
     ) -> Result<Ranked, EngineError> {
-        self.search_keys_cached(collection, query, k, opts.into())
+        let opts = opts.into();
+        let span = tracing::info_span!(
+            "search",
+            openinference.span.kind = "RETRIEVER",
+            neuralcore.collection = collection,
+            neuralcore.search.k = k,
+            neuralcore.search.mode = tracing::field::Empty,
+            neuralcore.search.hits = tracing::field::Empty,
+            neuralcore.search.reranked = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_message = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let r = self.search_keys_cached(collection, query, k, opts);
+        match &r {
+            Ok(ranked) => {
+                span.record("neuralcore.search.mode", format!("{:?}", ranked.mode).as_str());
+                span.record("neuralcore.search.hits", ranked.hits.len());
+                span.record("neuralcore.search.reranked", ranked.reranked);
+            }
+            Err(e) => {
+                span.record("otel.status_code", "error");
+                span.record("otel.status_message", e.to_string().as_str());
+            }
+        }
+        r
     }
 
     pub(crate) fn search_keys_uncached(

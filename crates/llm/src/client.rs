@@ -249,8 +249,69 @@ impl LlmClient {
         self.run(req, true, cancel, on_delta)
     }
 
-    /// The retry loop around [`attempt`](Self::attempt).
+    /// [`retry`](Self::retry) in a span of its own: an OpenTelemetry client span with
+    /// the GenAI semantic conventions (and OpenInference's names, which Phoenix reads).
     fn run(
+        &self,
+        req: &ChatRequest,
+        stream: bool,
+        cancel: &AtomicBool,
+        on_delta: &mut dyn FnMut(&str),
+    ) -> Result<ChatResponse, LlmError> {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            "llm.chat",
+            otel.name = %format!("chat {}", self.cfg.model),
+            otel.kind = "client",
+            otel.status_code = Empty,
+            otel.status_message = Empty,
+            openinference.span.kind = "LLM",
+            gen_ai.system = "openai",
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = %self.cfg.model,
+            gen_ai.request.max_tokens = req.max_tokens,
+            gen_ai.request.temperature = req.temperature.map(f64::from),
+            gen_ai.response.model = Empty,
+            gen_ai.response.finish_reasons = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            llm.model_name = %self.cfg.model,
+            llm.token_count.prompt = Empty,
+            llm.token_count.completion = Empty,
+            neuralcore.llm.cost_usd = Empty,
+            neuralcore.llm.cached = Empty,
+            neuralcore.llm.attempts = Empty,
+            neuralcore.llm.stream = stream,
+        );
+        let _entered = span.enter();
+        let r = self.retry(req, stream, cancel, on_delta);
+        match &r {
+            Ok(resp) => {
+                span.record("gen_ai.response.model", resp.model.as_str());
+                if let Some(f) = &resp.finish_reason {
+                    span.record("gen_ai.response.finish_reasons", f.as_str());
+                }
+                span.record("gen_ai.usage.input_tokens", resp.usage.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", resp.usage.completion_tokens);
+                span.record("llm.token_count.prompt", resp.usage.prompt_tokens);
+                span.record("llm.token_count.completion", resp.usage.completion_tokens);
+                if let Some(c) = resp.cost_usd {
+                    span.record("neuralcore.llm.cost_usd", c);
+                }
+                span.record("neuralcore.llm.cached", resp.cached);
+                span.record("neuralcore.llm.attempts", resp.attempts);
+                span.record("otel.status_code", "ok");
+            }
+            Err(e) => {
+                span.record("otel.status_code", "error");
+                span.record("otel.status_message", e.to_string().as_str());
+            }
+        }
+        r
+    }
+
+    /// The retry loop around [`attempt`](Self::attempt).
+    fn retry(
         &self,
         req: &ChatRequest,
         stream: bool,
@@ -348,6 +409,10 @@ impl LlmClient {
         }
         if let Some(auth) = &self.auth {
             rb = rb.header("Authorization", auth.clone());
+        }
+        // W3C trace context: the server's spans (if it traces) join this ask's trace.
+        if let Some(tp) = neuralcore_telemetry::traceparent() {
+            rb = rb.header("traceparent", tp);
         }
         let resp = rb.send(body).map_err(|e| self.map_ureq(e))?;
         let status = resp.status().as_u16();

@@ -314,6 +314,14 @@ impl Embedder for SentenceEmbedder {
     }
 
     fn embed(&self, texts: &[&str], kind: TextKind) -> Result<Vec<Vec<f32>>, ModelError> {
+        let _span = tracing::info_span!(
+            "embed",
+            openinference.span.kind = "EMBEDDING",
+            embedding.model_name = self.model_id(),
+            neuralcore.embed.texts = texts.len(),
+            neuralcore.embed.query = matches!(kind, TextKind::Query),
+        )
+        .entered();
         let prefix = match kind {
             TextKind::Query => &self.query_prefix,
             TextKind::Document => &self.document_prefix,

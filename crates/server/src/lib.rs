@@ -179,9 +179,11 @@ impl State {
     {
         let permit = self.place().await?;
         let app = self.app.clone();
+        // The request's span goes along, so the work's spans are its children.
+        let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            f(&app)
+            span.in_scope(|| f(&app))
         })
         .await
         .map_err(|e| ApiError::from(AppError::Internal(format!("a request's task failed: {e}"))))?

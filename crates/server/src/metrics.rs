@@ -186,12 +186,42 @@ pub async fn track(AxumState(st): AxumState<Arc<State>>, req: Request, next: Nex
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
     let method = req.method().as_str().to_string();
+    // The request's span (OpenTelemetry, when `[telemetry]` exports): a child of the
+    // caller's span when the request carries a W3C `traceparent`. It ends when the
+    // response's head is ready (a stream's body goes on after it).
+    let traceparent = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format!("{method} {route}"),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        openinference.span.kind = "CHAIN",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+        traceparent = traceparent.as_str(),
+    );
     let start = Instant::now();
-    let resp = next.run(req).await;
+    let mut resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
+    let status = resp.status().as_u16();
+    span.record("http.response.status_code", status);
+    if status >= 500 {
+        span.record("otel.status_code", "error");
+    }
+    if let Some(id) = span.in_scope(neuralcore_telemetry::trace_id) {
+        if let Ok(v) = header::HeaderValue::from_str(&id) {
+            resp.headers_mut().insert("x-trace-id", v);
+        }
+    }
     st.metrics.request(
         &route,
         &method,
-        resp.status().as_u16(),
+        status,
         start.elapsed().as_secs_f64(),
     );
     resp

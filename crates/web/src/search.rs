@@ -181,10 +181,19 @@ impl WebSearch {
     /// SearxNG's results for the search URL `url`, at most `max_results`.
     fn ask_searxng(&self, url: &str) -> Result<Vec<WebResult>, WebError> {
         let what = format!("SearxNG search at {}", self.base);
-        let resp = self
-            .agent
-            .get(url)
-            .header("Accept", "application/json")
+        let _span = tracing::info_span!(
+            "web.search",
+            otel.kind = "client",
+            openinference.span.kind = "RETRIEVER",
+            server.address = %neuralcore_core::settings::redact_url(&self.base),
+        )
+        .entered();
+        let mut req = self.agent.get(url).header("Accept", "application/json");
+        // Trace context goes to the user's own SearxNG only, never to the pages fetched.
+        if let Some(tp) = neuralcore_telemetry::traceparent() {
+            req = req.header("traceparent", tp);
+        }
+        let resp = req
             .call()
             .map_err(|e| classify(e, &what))?;
         let status = resp.status().as_u16();
