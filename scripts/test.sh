@@ -71,6 +71,12 @@ if [ "${NEURALCORE_TEST_LLM:-1}" != "0" ]; then
   eval "$(scripts/llm-server.sh | tail -n1)"
 fi
 
+# A real OpenTelemetry receiver for the tracing tests (crates/telemetry,
+# crates/cli/tests/tracing.rs): Arize Phoenix, pinned, from PyPI into a venv (about
+# 100 s the first time), started on loopback unless something already answers; the
+# tests read their traces back from its REST API.
+eval "$(scripts/phoenix.sh | tail -n1)"
+
 # Real clients for the server's compatibility tests: the official `openai` Python
 # package and schemathesis, pinned, from PyPI into a venv (about 30 s the first time).
 eval "$(scripts/clients.sh | tail -n1)"

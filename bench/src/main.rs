@@ -57,7 +57,7 @@ const USAGE: &str = "usage:
                    [--m 16] [--ef-construction 200] [--ef 16,32,...] [--k 10] [--dump PREFIX]
   nc-bench agents-reload [-n 20] [--every-ms 100]
   nc-bench memory [--locomo FILE] [--model DIR] [--total 6000] [--pairs 1000] [--backend memory|redb|postgres] [--pg-url URL]
-  nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20]
+  nc-bench ask --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300] [--warm 20] [--trace-endpoint URL]
   nc-bench http --data-dir DIR --queries FILE [--collection C] [--model-dir DIR] [-n 300]
                 [--clients 50] [--secs 60] [--ask-every 5]
   nc-bench load --data-dir DIR --queries FILE [--collection C] [-n 300] [--clients 50]

@@ -1010,12 +1010,30 @@ impl<'a> Run<'a> {
         queries: Vec<String>,
     ) -> Result<(), AgentError> {
         let n = it.n;
+        let span = tracing::info_span!(
+            "stage",
+            otel.name = "stage retrieve",
+            openinference.span.kind = "CHAIN",
+            neuralcore.stage = "retrieve",
+            neuralcore.iteration = n,
+            neuralcore.stage.sub_queries = queries.len(),
+            neuralcore.stage.candidates = tracing::field::Empty,
+        );
+        let _entered = span.enter();
         let t = Instant::now();
         let served = CacheServed::now();
         let mut results = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
         let top_k = self.o.services.engine.config().grade.top_k;
         for (j, q) in queries.iter().enumerate() {
+            let _sub = tracing::info_span!(
+                "sub_query",
+                otel.name = %format!("sub-query {j}"),
+                openinference.span.kind = "RETRIEVER",
+                input.value = q.as_str(),
+                neuralcore.sub_query = j,
+            )
+            .entered();
             self.emit(LoopEvent::SubQuery {
                 iteration: n,
                 index: j,
@@ -1069,6 +1087,7 @@ impl<'a> Run<'a> {
         self.tried.extend(queries.iter().cloned());
         self.scope
             .write("loop.tried", json!(self.tried), ME, None)?;
+        span.record("neuralcore.stage.candidates", candidates.len());
         self.scope
             .write("loop.candidates", json!(candidates), ME, None)?;
         let trace = StageTrace {

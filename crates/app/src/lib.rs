@@ -81,7 +81,10 @@ fn record_ask(span: &tracing::Span, r: &AskReport) {
     span.record("neuralcore.method", r.method.as_str());
     span.record("neuralcore.confidence", f64::from(r.confidence));
     span.record("neuralcore.iterations", r.budget.iterations);
-    span.record("neuralcore.stopped", format!("{:?}", r.budget.stopped).as_str());
+    span.record(
+        "neuralcore.stopped",
+        format!("{:?}", r.budget.stopped).as_str(),
+    );
     span.record("neuralcore.verdicts.correct", count(Verdict::Correct));
     span.record("neuralcore.verdicts.ambiguous", count(Verdict::Ambiguous));
     span.record("neuralcore.verdicts.incorrect", count(Verdict::Incorrect));

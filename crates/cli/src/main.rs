@@ -775,7 +775,9 @@ fn init_logging(g: &Global) {
 fn start_telemetry(config: &Config) -> Result<()> {
     if config.telemetry.enabled {
         // The guard's flush on drop is replaced by the one at the end of `main`.
-        std::mem::forget(neuralcore_telemetry::start(&config.telemetry).map_err(anyhow::Error::msg)?);
+        std::mem::forget(
+            neuralcore_telemetry::start(&config.telemetry).map_err(anyhow::Error::msg)?,
+        );
     }
     Ok(())
 }

@@ -2192,9 +2192,11 @@ fn a_worker_killed_mid_job_leaves_it_to_another_and_nothing_is_stored_twice() {
 
 /// The local cluster in one command (`scripts/cluster.sh`): two replicas that only queue
 /// and two workers over the suite's PostgreSQL, with a Redis of the cluster's own for
-/// the Mind and the hot cache. An upload through one replica is run by a worker, its
-/// job followed and its documents searched and asked about through the other. Without
-/// `NEURALCORE_TEST_PG_URL` it says it skipped.
+/// the Mind and the hot cache, and the suite's Phoenix for traces. An upload through one
+/// replica is run by a worker, its job followed and its documents searched and asked
+/// about through the other, and the ask's trace read back from Phoenix. Without
+/// `NEURALCORE_TEST_PG_URL` it says it skipped (without `NEURALCORE_TEST_PHOENIX_URL`,
+/// the cluster runs untraced).
 #[test]
 fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
     let Ok(pg) = std::env::var("NEURALCORE_TEST_PG_URL") else {
@@ -2205,6 +2207,14 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
     let dir = tmp.path().join("cluster");
     let id = std::process::id();
     let schema = format!("nccluster_{id}");
+    let phoenix = std::env::var("NEURALCORE_TEST_PHOENIX_URL").ok();
+    let project = format!(
+        "nc-cluster-{id}-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/cluster.sh");
     let cluster = |what: &str| {
         Command::new("bash")
@@ -2214,6 +2224,15 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
             .env("NEURALCORE_BIN", env!("CARGO_BIN_EXE_neuralcore"))
             .env("NEURALCORE_CLUSTER_PG_URL", &pg)
             .env("NEURALCORE_CLUSTER_SCHEMA", &schema)
+            .env(
+                "NEURALCORE_CLUSTER_PHOENIX",
+                if phoenix.is_some() { "1" } else { "0" },
+            )
+            .env(
+                "NEURALCORE_CLUSTER_PHOENIX_URL",
+                phoenix.as_deref().unwrap_or(""),
+            )
+            .env("NEURALCORE_CLUSTER_PROJECT", &project)
             .env(
                 "NEURALCORE_CLUSTER_PORT",
                 (20000 + (id % 5000) * 2).to_string(),
@@ -2271,13 +2290,24 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
             .read_json()
             .unwrap();
         assert!(hits.to_string().contains("island 17"), "{hits}");
-        let report: Value = ureq::post(format!("{}/v1/ask", urls[1]))
+        let mut resp = ureq::post(format!("{}/v1/ask", urls[1]))
             .send_json(serde_json::json!({"question": "When does the ferry to island 17 leave?", "collection": "notes"}))
-            .unwrap()
-            .body_mut()
-            .read_json()
             .unwrap();
+        let trace_header = resp
+            .headers()
+            .get("x-trace-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        let report: Value = resp.body_mut().read_json().unwrap();
         assert_eq!(report["schema"], "neuralcore.ask/v1");
+        if let Some(phoenix) = &phoenix {
+            let id = trace_header.expect("a traced cluster names the trace");
+            assert_eq!(report["trace_id"], id.as_str());
+            let spans = common::phoenix_trace(phoenix, &project, &id, "POST /v1/ask");
+            let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+            for want in ["ask", "search", "embed", "stage retrieve"] {
+                assert!(names.contains(&want), "{want} not in {names:?}");
+            }
+        }
         assert!(
             report["citations"]
                 .as_array()

@@ -188,7 +188,10 @@ impl Engine {
         let r = self.search_keys_cached(collection, query, k, opts);
         match &r {
             Ok(ranked) => {
-                span.record("neuralcore.search.mode", format!("{:?}", ranked.mode).as_str());
+                span.record(
+                    "neuralcore.search.mode",
+                    format!("{:?}", ranked.mode).as_str(),
+                );
                 span.record("neuralcore.search.hits", ranked.hits.len());
                 span.record("neuralcore.search.reranked", ranked.reranked);
             }

@@ -218,12 +218,8 @@ pub async fn track(AxumState(st): AxumState<Arc<State>>, req: Request, next: Nex
             resp.headers_mut().insert("x-trace-id", v);
         }
     }
-    st.metrics.request(
-        &route,
-        &method,
-        status,
-        start.elapsed().as_secs_f64(),
-    );
+    st.metrics
+        .request(&route, &method, status, start.elapsed().as_secs_f64());
     resp
 }
 

@@ -18,7 +18,7 @@ enum Msg {
 
 pub(crate) struct Exporter {
     tx: SyncSender<Msg>,
-    dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
 }
 
 /// `name=value,name2=value2` (as `OTEL_EXPORTER_OTLP_HEADERS`); the error never repeats
@@ -36,7 +36,11 @@ pub(crate) fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
             ));
         };
         let k = k.trim();
-        if k.is_empty() || !k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+        if k.is_empty()
+            || !k
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        {
             return Err(format!(
                 "telemetry.headers: pair {} has no valid header name",
                 i + 1
@@ -60,7 +64,10 @@ impl Exporter {
         let headers = parse_headers(&cfg.headers)?;
         let (tx, rx) = mpsc::sync_channel(cfg.queue.max(1));
         let resource = vec![
-            ("service.name".to_string(), Value::Str(cfg.service_name.clone())),
+            (
+                "service.name".to_string(),
+                Value::Str(cfg.service_name.clone()),
+            ),
             (
                 "service.version".to_string(),
                 Value::Str(env!("CARGO_PKG_VERSION").to_string()),
@@ -69,8 +76,14 @@ impl Exporter {
                 "openinference.project.name".to_string(),
                 Value::Str(cfg.project.clone()),
             ),
-            ("telemetry.sdk.name".to_string(), Value::Str("neuralcore".into())),
-            ("telemetry.sdk.language".to_string(), Value::Str("rust".into())),
+            (
+                "telemetry.sdk.name".to_string(),
+                Value::Str("neuralcore".into()),
+            ),
+            (
+                "telemetry.sdk.language".to_string(),
+                Value::Str("rust".into()),
+            ),
         ];
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_millis(cfg.timeout_ms.max(1))))

@@ -90,10 +90,7 @@ impl std::fmt::Debug for TelemetryConfig {
         f.debug_struct("TelemetryConfig")
             .field("enabled", &self.enabled)
             .field("endpoint", &self.endpoint)
-            .field(
-                "headers",
-                &if self.headers.is_empty() { "" } else { "***" },
-            )
+            .field("headers", &if self.headers.is_empty() { "" } else { "***" })
             .field("sampling", &self.sampling)
             .field("service_name", &self.service_name)
             .field("project", &self.project)
@@ -165,7 +162,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != N * 2 || !s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    if s.len() != N * 2
+        || !s
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
     {
         return None;
     }
@@ -229,6 +229,22 @@ pub fn start(cfg: &TelemetryConfig) -> Result<Option<Guard>, String> {
     // Callsites decided before now (the filter said no) are asked again.
     tracing::callsite::rebuild_interest_cache();
     Ok(Some(Guard::new(STARTED.get().expect("set"))))
+}
+
+/// Stops (`false`) or resumes (`true`) recording spans after [`start`], the exporter
+/// running on; what was recorded is still sent. Before `start` it does nothing. For
+/// measuring what tracing costs within one process (`nc-bench ask --trace-endpoint`).
+pub fn set_recording(on: bool) {
+    if STARTED.get().is_some() {
+        ON.store(on, Ordering::Relaxed);
+    }
+}
+
+/// Spans dropped so far because the export queue was full (0 before [`start`]).
+pub fn dropped() -> u64 {
+    STARTED
+        .get()
+        .map_or(0, |e| e.dropped.load(Ordering::Relaxed))
 }
 
 /// Posts every span finished so far (when telemetry was started); whether that was done
@@ -329,9 +345,10 @@ pub fn traceparent() -> Option<String> {
     current().map(|c| c.traceparent())
 }
 
-/// The current trace's id (32 hex digits).
+/// The current trace's id (32 hex digits), when the trace is sampled (exported): an id
+/// that names nothing a trace viewer holds is not handed out.
 pub fn trace_id() -> Option<String> {
-    current().map(|c| c.trace_hex())
+    current().filter(|c| c.sampled).map(|c| c.trace_hex())
 }
 
 /// The layer: install it once in the global subscriber, e.g.
@@ -519,9 +536,11 @@ mod tests {
         let c = parse_traceparent(t).unwrap();
         assert!(c.sampled);
         assert_eq!(c.traceparent(), t);
-        assert!(!parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
-            .unwrap()
-            .sampled);
+        assert!(
+            !parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+                .unwrap()
+                .sampled
+        );
         for bad in [
             "",
             "garbage",

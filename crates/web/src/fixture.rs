@@ -50,6 +50,8 @@ pub struct Request {
     pub query: Vec<(String, String)>,
     /// `http://127.0.0.1:PORT` of this server, for building links back to it.
     pub base: String,
+    /// The request's headers (names in lower case), in order.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Request {
@@ -58,6 +60,15 @@ impl Request {
         self.query
             .iter()
             .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
             .map(|(_, v)| v.as_str())
     }
 }
@@ -214,7 +225,8 @@ fn serve(
         head.extend_from_slice(&buf[..n]);
     }
     let head = String::from_utf8_lossy(&head);
-    let mut parts = head.lines().next().unwrap_or_default().split(' ');
+    let mut lines = head.split("\r\n");
+    let mut parts = lines.next().unwrap_or_default().split(' ');
     let method = parts.next().unwrap_or_default().to_owned();
     let target = parts.next().unwrap_or_default().to_owned();
     if let Ok(mut r) = requests.lock() {
@@ -234,6 +246,11 @@ fn serve(
             .collect(),
         target,
         base: format!("http://127.0.0.1:{port}"),
+        headers: lines
+            .take_while(|l| !l.is_empty())
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect(),
     };
     let reply = handler(&request);
     if !reply.delay.is_zero() {

@@ -193,9 +193,7 @@ impl WebSearch {
         if let Some(tp) = neuralcore_telemetry::traceparent() {
             req = req.header("traceparent", tp);
         }
-        let resp = req
-            .call()
-            .map_err(|e| classify(e, &what))?;
+        let resp = req.call().map_err(|e| classify(e, &what))?;
         let status = resp.status().as_u16();
         if status == 403 {
             return Err(WebError::JsonFormatDisabled {

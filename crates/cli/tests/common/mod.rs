@@ -97,3 +97,37 @@ pub fn provided(var: &str, script: &str) -> Option<String> {
 pub fn client_python() -> Option<String> {
     provided("NEURALCORE_TEST_PYTHON", "scripts/clients.sh")
 }
+
+/// The spans of `trace` in Phoenix's `project`, once one of them is named `root` and
+/// their number has stopped growing (60 s at most).
+pub fn phoenix_trace(
+    phoenix: &str,
+    project: &str,
+    trace: &str,
+    root: &str,
+) -> Vec<serde_json::Value> {
+    let start = std::time::Instant::now();
+    let mut last = usize::MAX;
+    loop {
+        let url = format!("{phoenix}/v1/projects/{project}/spans?limit=1000");
+        let spans: Vec<serde_json::Value> = match ureq::get(&url).call() {
+            Ok(mut r) => r.body_mut().read_json::<serde_json::Value>().unwrap()["data"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|s| s["context"]["trace_id"] == trace)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if spans.iter().any(|s| s["name"] == root) && spans.len() == last {
+            return spans;
+        }
+        last = spans.len();
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "Phoenix never showed the trace {trace} with {root} in {project}: {spans:#?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    }
+}
