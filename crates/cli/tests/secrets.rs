@@ -4,7 +4,9 @@
 //! unreachable servers) and a server answers good and bad keys, all with logging at
 //! `trace`; then everything they printed and every file they wrote in the data dir is
 //! searched for each secret. The only places a secret may be are the config file the
-//! test wrote and the one output of `keys create` that hands the key to its owner.
+//! test wrote and the one output of `keys create` that hands the key to its owner. With
+//! the suite's Phoenix (`NEURALCORE_TEST_PHOENIX_URL`) every process also exports its
+//! spans, sent with a secret header, and every span Phoenix stored is searched too.
 
 mod common;
 
@@ -21,6 +23,7 @@ const CACHE_PG_PW: &str = "nc-secret-PGPW-41cd";
 const MEMORY_PG_PW: &str = "nc-secret-MEMPW-55ef";
 const STORE_PG_PW: &str = "nc-secret-STOREPW-77ab";
 const WRONG_KEY: &str = "nck_wrongwrongwrongwrongsecret";
+const OTLP_TOKEN: &str = "nc-secret-OTLPTOKEN-24fa";
 
 /// A port nothing listens on.
 fn closed_port() -> u16 {
@@ -80,10 +83,19 @@ fn secrets_never_reach_logs_errors_reports_or_the_data_dir() {
     let llm = std::env::var("NEURALCORE_TEST_LLM_URL")
         .unwrap_or_else(|_| format!("http://127.0.0.1:{}/v1", closed_port()));
     let config = data.join("neuralcore.toml");
+    let phoenix = std::env::var("NEURALCORE_TEST_PHOENIX_URL").ok();
+    let project = format!("nc-secrets-{}", std::process::id());
+    let telemetry = match &phoenix {
+        Some(url) => format!(
+            "\n[telemetry]\nenabled = true\nendpoint = \"{url}/v1/traces\"\n\
+             project = \"{project}\"\nheaders = \"X-Nc-Token={OTLP_TOKEN}\"\n"
+        ),
+        None => String::new(),
+    };
     std::fs::write(
         &config,
         format!(
-            r#"
+            r#"{telemetry}
 [llm]
 base_url = "{llm}"
 api_key = "{LLM_KEY}"
@@ -264,7 +276,29 @@ postgres_url = "postgres://nc:{CACHE_PG_PW}@127.0.0.1:{pg}/nc"
         files(&store_data, &config, &mut written);
     }
     assert!(written.len() > 5, "the data dir holds the run's files");
+    if let Some(url) = &phoenix {
+        // The CLI's processes flushed their spans as they exited; the server's last
+        // ones may have gone with its kill.
+        let mut spans = String::new();
+        for _ in 0..40 {
+            spans = ureq::get(&format!("{url}/v1/projects/{project}/spans?limit=1000"))
+                .call()
+                .ok()
+                .and_then(|mut r| r.body_mut().read_to_string().ok())
+                .unwrap_or_default();
+            if spans.contains("\"ask\"") && spans.contains("POST /v1/ask") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        assert!(
+            spans.contains("\"ask\""),
+            "no ask span reached Phoenix: {spans:.2000}"
+        );
+        said += &spans;
+    }
     for secret in [
+        OTLP_TOKEN,
         LLM_KEY,
         REDIS_PW,
         CACHE_PG_PW,
