@@ -875,13 +875,31 @@ impl<'a> Run<'a> {
             neuralcore.go_on = tracing::field::Empty,
         );
         let _entered = span.enter();
-        let r = self.iteration_inner(n);
+        let r = self
+            .iteration_inner(n)
+            .and_then(|go_on| self.intact().map(|()| go_on));
         span.record("neuralcore.budget.tokens_spent", self.cost.tokens);
         span.record("neuralcore.budget.cost_usd_spent", self.cost.usd);
         if let Ok(go_on) = &r {
             span.record("neuralcore.go_on", *go_on);
         }
         r
+    }
+
+    /// Whether the run's blackboard still holds its input. A Mind whose store restarted
+    /// empty or evicted the run's keys mid-run (a Redis without persistence) makes the
+    /// run fail clearly instead of going on from half a blackboard (an answer missing
+    /// its evidence, or an abstention that blames the documents).
+    fn intact(&self) -> Result<(), AgentError> {
+        if self.scope.read("input.query")?.is_none() {
+            return Err(neuralcore_mind::MindError::Unavailable(format!(
+                "run {} lost its keys mid-run (the Mind's store restarted or evicted them); \
+                 nothing of it was kept: ask again",
+                self.run_id
+            ))
+            .into());
+        }
+        Ok(())
     }
 
     fn iteration_inner(&mut self, n: u32) -> Result<bool, AgentError> {
@@ -1551,6 +1569,7 @@ impl<'a> Run<'a> {
     /// GENERATE, CHECK, and the report.
     fn finish(mut self) -> Result<AskReport, AgentError> {
         let (finish, mut answer) = self.generate()?;
+        self.intact()?;
         let recalled = self.recalled()?;
         let now = neuralcore_memory::now_ms();
         self.state_conflicts(&mut answer, &recalled);
