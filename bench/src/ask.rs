@@ -5,7 +5,8 @@
 //! With `--trace-endpoint URL` (an OTLP/HTTP traces endpoint, e.g. Phoenix's
 //! `http://127.0.0.1:6016/v1/traces`) it measures what OpenTelemetry costs instead: each
 //! question is asked once with every span recorded and exported (sampling 1.0) and once
-//! without, in alternating order, every cache cleared before each. Target: the traced
+//! without, in alternating order, every cache cleared before each (`--trace-endpoint sink`:
+//! a receiver in this process that discards what it gets). Target: the traced
 //! p50 within 5% of the untraced one.
 
 use std::sync::Arc;
@@ -115,9 +116,16 @@ fn tracing_overhead(
     tracing_subscriber::registry()
         .with(neuralcore_telemetry::layer())
         .init();
+    // `sink`: a receiver in this process that reads each export and answers 200, so the
+    // figure is neuralcore's own cost, not a receiver's sharing the machine's cores.
+    let endpoint = if endpoint == "sink" {
+        sink()?
+    } else {
+        endpoint.to_string()
+    };
     let cfg = neuralcore_telemetry::TelemetryConfig {
         enabled: true,
-        endpoint: endpoint.to_string(),
+        endpoint: endpoint.clone(),
         project: format!("nc-bench-{}", std::process::id()),
         sampling: 1.0,
         ..Default::default()
@@ -157,6 +165,9 @@ fn tracing_overhead(
     let pct =
         |v: &[f64], p: f64| neuralcore_eval::percentile_nearest_rank(v, p).unwrap_or(f64::NAN);
     let (on50, off50) = (pct(&on, 50.0), pct(&off, 50.0));
+    // Each question against itself: the median of the traced/untraced ratios.
+    let ratios: Vec<f64> = on.iter().zip(&off).map(|(a, b)| a / b).collect();
+    let paired = pct(&ratios, 50.0) - 1.0;
     println!(
         "{}",
         serde_json::json!({
@@ -165,9 +176,53 @@ fn tracing_overhead(
             "traced_p50_ms": on50, "traced_p95_ms": pct(&on, 95.0),
             "untraced_p50_ms": off50, "untraced_p95_ms": pct(&off, 95.0),
             "overhead_p50": on50 / off50 - 1.0,
+            "overhead_paired_median": paired,
+            "endpoint": endpoint,
             "spans_dropped": guard.dropped(), "flushed": flushed,
             "isa": neuralcore_models::isa().name(),
         })
     );
     Ok(())
+}
+
+/// A minimal OTLP/HTTP receiver on a loopback port: reads each request's head and body,
+/// answers `200`, keeps nothing. Its traces URL.
+fn sink() -> Result<String, String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let port = l.local_addr().map_err(|e| e.to_string())?.port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn);
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let t = line.trim_end();
+                        if t.is_empty() {
+                            break;
+                        }
+                        if let Some((k, v)) = t.split_once(':') {
+                            if k.eq_ignore_ascii_case("content-length") {
+                                len = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if r.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let _ = r
+                        .get_mut()
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    Ok(format!("http://127.0.0.1:{port}/v1/traces"))
 }

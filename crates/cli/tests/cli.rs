@@ -2333,3 +2333,117 @@ fn drop_pg_schema(url: &str, schema: &str) {
     c.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
         .unwrap();
 }
+
+/// Two replicas over one PostgreSQL store and one Redis Mind; a fixture server plays a
+/// slow LLM so an ask is surely in flight when replica A is killed (`kill -9`): the
+/// client gets an error, not a half answer; replica B goes on answering; no run of the
+/// killed ask is listed by either (runs are recorded only once complete), and the
+/// store is as it was. Without `NEURALCORE_TEST_PG_URL` it says it skipped.
+#[test]
+fn fixture_llm_slow_a_replica_killed_mid_ask_gives_its_client_an_error_and_writes_nothing() {
+    use neuralcore_web::fixture::{FixtureServer, Reply};
+    let Ok(url) = std::env::var("NEURALCORE_TEST_PG_URL") else {
+        eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
+        return;
+    };
+    let redis = std::env::var("NEURALCORE_TEST_REDIS_URL")
+        .expect("NEURALCORE_TEST_REDIS_URL (scripts/test.sh starts a Redis)");
+    let id = std::process::id();
+    let schema = format!("nccli_killask_{id}");
+    let drop_schema = || drop_pg_schema(&url, &schema);
+    drop_schema();
+    let (called_tx, called) = std::sync::mpsc::channel::<()>();
+    let called_tx = std::sync::Mutex::new(called_tx);
+    let llm = FixtureServer::start(move |_| {
+        let _ = called_tx.lock().unwrap().send(());
+        Reply::json(
+            serde_json::json!({
+                "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant",
+                    "content": "Tides are caused by the gravitational pull of the Moon [1]."
+                }}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}
+            })
+            .to_string(),
+        )
+        .delayed(Duration::from_millis(1500))
+    })
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(
+            d.join("neuralcore.toml"),
+            format!(
+                "[store]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\n\
+                 postgres_schema = \"{schema}\"\n\n[mind]\nbackend = \"redis\"\n\
+                 redis_url = \"{redis}\"\nredis_prefix = \"nckillask{id}\"\n\n\
+                 [llm]\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"\"\n\
+                 max_retries = 0\n",
+                llm.url()
+            ),
+        )
+        .unwrap();
+    }
+    let ingested = run_with_model(&a, &["--json", "ingest", examples().to_str().unwrap()]);
+    assert!(
+        ingested.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingested.stderr)
+    );
+    let (mut ra, base_a) = start_server_with(&a, &[]);
+    let (mut rb, base_b) = start_server_with(&b, &[]);
+    let ask = |base: &str| {
+        ureq::post(format!("{base}/v1/ask"))
+            .send_json(serde_json::json!({"question": "What causes the tides?"}))
+            .map(|mut r| r.body_mut().read_json::<Value>().unwrap())
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let before = ask(&base_b).unwrap();
+        assert!(!before["abstained"].as_bool().unwrap(), "{before}");
+        let runs_before = get_json(&format!("{base_b}/v1/runs"));
+        let docs_before = get_json(&format!("{base_b}/v1/collections/default"));
+        while called.try_recv().is_ok() {}
+        let in_flight = std::thread::scope(|s| {
+            let asking = s.spawn(|| ask(&base_a));
+            called
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the ask reached the LLM");
+            ra.kill().unwrap(); // SIGKILL, mid-ask
+            ra.wait().unwrap();
+            asking.join().unwrap()
+        });
+        assert!(
+            in_flight.is_err(),
+            "a killed replica answered: {in_flight:?}"
+        );
+        // The other replica goes on, and sees no trace of the killed ask.
+        let after = ask(&base_b).unwrap();
+        assert_eq!(after["answer"], before["answer"]);
+        let runs_after = get_json(&format!("{base_b}/v1/runs"));
+        let count = |v: &Value| v["runs"].as_array().map(Vec::len).unwrap_or(0);
+        assert_eq!(
+            count(&runs_after),
+            count(&runs_before) + 1,
+            "{runs_before} → {runs_after}"
+        );
+        let docs_after = get_json(&format!("{base_b}/v1/collections/default"));
+        assert_eq!(docs_after["documents"], docs_before["documents"]);
+        assert_eq!(docs_after["chunks"], docs_before["chunks"]);
+        assert_eq!(docs_after["generation"], docs_before["generation"]);
+        assert!(
+            docs_after["documents"].as_u64().unwrap() >= 6,
+            "{docs_after}"
+        );
+    }));
+    let _ = ra.kill();
+    let _ = ra.wait();
+    let _ = rb.kill();
+    let _ = rb.wait();
+    drop_schema();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
