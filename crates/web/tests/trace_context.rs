@@ -11,6 +11,9 @@ use neuralcore_web::{WebConfig, WebSearch};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+/// The path and `traceparent` of each request the fixture got.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
 #[test]
 fn fixture_searxng_gets_the_callers_traceparent_and_the_pages_do_not() {
     tracing_subscriber::registry()
@@ -23,7 +26,7 @@ fn fixture_searxng_gets_the_callers_traceparent_and_the_pages_do_not() {
         ..Default::default()
     })
     .unwrap();
-    let seen: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let s2 = Arc::clone(&seen);
     let site = FixtureServer::start(move |req: &Request| {
         s2.lock().unwrap().push((
