@@ -124,6 +124,30 @@ stop_pidfile() {
     fi
 }
 
+# After a server was started in the background with its pid written to the file $1:
+# wait until the caller's `answers` succeeds. Fails the script, with the last lines of
+# the log $2, when the process exits first or nothing answers within $3 seconds.
+wait_started() {
+    local pidfile="$1" logfile="$2" wait="$3"
+    local pid start=$SECONDS
+    pid="$(cat "$pidfile")"
+    until answers; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "server exited during startup; last lines of $logfile:"
+            tail -n 30 "$logfile" >&2 || true
+            rm -f "$pidfile"
+            exit 1
+        fi
+        if ((SECONDS - start >= wait)); then
+            log "no answer after ${wait} s; last lines of $logfile:"
+            tail -n 30 "$logfile" >&2 || true
+            exit 1
+        fi
+        sleep 0.5
+    done
+    log "ready after $((SECONDS - start)) s (pid $pid)"
+}
+
 # Start a Redis on $1:$2 (no persistence; data in the folder $3, log in $4, pid in $5
 # when given) unless one answers there already; install redis-server with apt-get when
 # missing. Fails the script when it does not answer within 5 s.

@@ -107,23 +107,7 @@ start_server() {
         --n_ctx 2048 --n_threads 2 --model_alias smollm2 \
         >"$LOG" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
-    local pid start=$SECONDS
-    pid="$(cat "$PIDFILE")"
-    until answers; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "server exited during startup; last lines of $LOG:"
-            tail -n 30 "$LOG" >&2 || true
-            rm -f "$PIDFILE"
-            exit 1
-        fi
-        if ((SECONDS - start >= WAIT_SECS)); then
-            log "no answer after ${WAIT_SECS} s; last lines of $LOG:"
-            tail -n 30 "$LOG" >&2 || true
-            exit 1
-        fi
-        sleep 0.5
-    done
-    log "ready after $((SECONDS - start)) s (pid $pid)"
+    wait_started "$PIDFILE" "$LOG" "$WAIT_SECS"
 }
 
 case "${1:-start}" in

@@ -54,23 +54,7 @@ start_server() {
         PHOENIX_GRPC_PORT="$GRPC_PORT" PHOENIX_TELEMETRY_ENABLED=false \
         setsid nohup "$VENV/bin/phoenix" serve >"$LOG" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
-    local pid start=$SECONDS
-    pid="$(cat "$PIDFILE")"
-    until answers; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "server exited during startup; last lines of $LOG:"
-            tail -n 30 "$LOG" >&2 || true
-            rm -f "$PIDFILE"
-            exit 1
-        fi
-        if ((SECONDS - start >= WAIT_SECS)); then
-            log "no answer after ${WAIT_SECS} s; last lines of $LOG:"
-            tail -n 30 "$LOG" >&2 || true
-            exit 1
-        fi
-        sleep 0.5
-    done
-    log "ready after $((SECONDS - start)) s (pid $pid)"
+    wait_started "$PIDFILE" "$LOG" "$WAIT_SECS"
 }
 
 case "${1:-start}" in

@@ -924,24 +924,14 @@ fn fixture_llm_slow_beyond_the_timeout_degrades_to_extractive() {
     assert_eq!(server.requests().len(), 4, "{:?}", server.requests());
 }
 
-/// A chat completion body with `text` and usage.
+/// A chat completion body with `text` and usage, from the fixture model.
 fn completion(text: &str, prompt_tokens: u64, completion_tokens: u64) -> String {
-    json!({
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "fixture-model",
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop"
-        }],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens
-        }
-    })
-    .to_string()
+    neuralcore_web::fixture::chat_completion(
+        "fixture-model",
+        text,
+        prompt_tokens,
+        completion_tokens,
+    )
 }
 
 /// An OpenAI-compatible endpoint that answers each request with what `reply` makes of

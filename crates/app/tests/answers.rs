@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use neuralcore_app::{App, AskOptions, OpenOptions, Tenant};
 use neuralcore_engine::{ColdTierKind, Config, HotTierKind};
 
+mod support;
+use support::{free_port, start_redis};
+
 /// The default config with the test model.
 fn config() -> Config {
     let mut config = Config::default();
@@ -373,35 +376,10 @@ fn repeated_asks_reuse_searches_and_completions_per_tenant_and_the_trace_says_so
     );
 }
 
-/// A private `redis-server` (installed by `scripts/test.sh`) on a free port, so it can
-/// be stopped without disturbing other tests.
-fn start_redis(port: u16, dir: &Path) -> std::process::Child {
-    let child = std::process::Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--save", "", "--appendonly", "no", "--dir"])
-        .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server (scripts/test.sh installs it)");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "redis-server did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child
-}
-
 /// A private `redis-server` on a free port, and an app whose only tier is it (hot, no
 /// cold tier) with the answer cache on.
 fn app_on_private_redis(tmp: &Path) -> (std::process::Child, u16, App) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let redis = start_redis(port, tmp);
     let mut config = config();
     config.cache.answer = true;

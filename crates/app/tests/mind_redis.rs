@@ -5,37 +5,14 @@
 //! disturbs no other test; a fixture server plays a slow LLM, so the ask is surely in
 //! flight while Redis restarts.
 
-use std::path::Path;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use neuralcore_app::{App, AppError, AskOptions, OpenOptions, Tenant};
 use neuralcore_engine::{ColdTierKind, Config, HotTierKind};
-use neuralcore_web::fixture::{FixtureServer, Reply};
+use neuralcore_web::fixture::slow_llm;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_redis(port: u16, dir: &Path) -> std::process::Child {
-    let child = std::process::Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--save", "", "--appendonly", "no", "--dir"])
-        .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server (scripts/test.sh installs it)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
+mod support;
+use support::{free_port, start_redis};
 
 const TIDES: &str =
     "# Tides\n\nTides are caused by the gravitational pull of the Moon on the oceans.\n";
@@ -46,23 +23,10 @@ fn fixture_llm_slow_redis_restarted_mid_ask_fails_that_ask_clearly_and_the_next_
     let port = free_port();
     let mut redis = start_redis(port, tmp.path());
     // The LLM answers after 1.5 s, and says when a call arrives.
-    let (called_tx, called) = mpsc::channel::<()>();
-    let called_tx = std::sync::Mutex::new(called_tx);
-    let llm = FixtureServer::start(move |_| {
-        let _ = called_tx.lock().unwrap().send(());
-        Reply::json(
-            serde_json::json!({
-                "model": "m",
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant",
-                    "content": "Tides are caused by the gravitational pull of the Moon [1]."
-                }}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}
-            })
-            .to_string(),
-        )
-        .delayed(Duration::from_millis(1500))
-    })
+    let (llm, called) = slow_llm(
+        "Tides are caused by the gravitational pull of the Moon [1].",
+        Duration::from_millis(1500),
+    )
     .unwrap();
     let mut config = Config::default();
     config.embedding.model_dir = neuralcore_models::testing::model_cache()

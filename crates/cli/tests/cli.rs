@@ -941,20 +941,16 @@ fn add_with_llm(data: &Path, url: &str, text: &str) -> Value {
 
 #[test]
 fn fixture_llm_names_the_entities_of_a_memory_and_the_graph_links_them() {
-    use neuralcore_web::fixture::{FixtureServer, Reply};
+    use neuralcore_web::fixture::{chat_completion, FixtureServer, Reply};
     // Plays an OpenAI-compatible endpoint whose model lists entities, one of them
     // (Bob) not in the text and one of an unknown kind.
     let server = FixtureServer::start(|_| {
-        Reply::json(
-            serde_json::json!({
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant",
-                    "content": "person: Alice\nfile: src/llm/client.rs\nperson: Bob\nplanet: Mars"
-                }}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}
-            })
-            .to_string(),
-        )
+        Reply::json(chat_completion(
+            "m",
+            "person: Alice\nfile: src/llm/client.rs\nperson: Bob\nplanet: Mars",
+            50,
+            12,
+        ))
     })
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -2005,17 +2001,7 @@ fn keys_made_through_one_data_dir_work_on_a_server_over_another() {
     let drop_schema = || drop_pg_schema(&url, &schema);
     drop_schema();
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    for d in [&a, &b] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(
-            d.join("neuralcore.toml"),
-            format!(
-                "[store]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\npostgres_schema = \"{schema}\"\n"
-            ),
-        )
-        .unwrap();
-    }
+    let (a, b) = two_data_dirs_on_pg(tmp.path(), &url, &schema, "");
     let ok = |out: Output| {
         assert!(
             out.status.success(),
@@ -2327,6 +2313,24 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
     assert!(stopped.status.success());
 }
 
+/// Data dirs `tmp/a` and `tmp/b` whose configs put the store in `schema` on the
+/// PostgreSQL at `url`, followed by `extra` settings.
+fn two_data_dirs_on_pg(tmp: &Path, url: &str, schema: &str, extra: &str) -> (PathBuf, PathBuf) {
+    let (a, b) = (tmp.join("a"), tmp.join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(
+            d.join("neuralcore.toml"),
+            format!(
+                "[store]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\n\
+                 postgres_schema = \"{schema}\"\n{extra}"
+            ),
+        )
+        .unwrap();
+    }
+    (a, b)
+}
+
 /// Drops `schema` (and everything in it) on the PostgreSQL at `url`, if it is there.
 fn drop_pg_schema(url: &str, schema: &str) {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
@@ -2341,7 +2345,7 @@ fn drop_pg_schema(url: &str, schema: &str) {
 /// store is as it was. Without `NEURALCORE_TEST_PG_URL` it says it skipped.
 #[test]
 fn fixture_llm_slow_a_replica_killed_mid_ask_gives_its_client_an_error_and_writes_nothing() {
-    use neuralcore_web::fixture::{FixtureServer, Reply};
+    use neuralcore_web::fixture::slow_llm;
     let Ok(url) = std::env::var("NEURALCORE_TEST_PG_URL") else {
         eprintln!("skipped: NEURALCORE_TEST_PG_URL is not set (see scripts/postgres.sh)");
         return;
@@ -2352,41 +2356,23 @@ fn fixture_llm_slow_a_replica_killed_mid_ask_gives_its_client_an_error_and_write
     let schema = format!("nccli_killask_{id}");
     let drop_schema = || drop_pg_schema(&url, &schema);
     drop_schema();
-    let (called_tx, called) = std::sync::mpsc::channel::<()>();
-    let called_tx = std::sync::Mutex::new(called_tx);
-    let llm = FixtureServer::start(move |_| {
-        let _ = called_tx.lock().unwrap().send(());
-        Reply::json(
-            serde_json::json!({
-                "model": "m",
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant",
-                    "content": "Tides are caused by the gravitational pull of the Moon [1]."
-                }}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}
-            })
-            .to_string(),
-        )
-        .delayed(Duration::from_millis(1500))
-    })
+    let (llm, called) = slow_llm(
+        "Tides are caused by the gravitational pull of the Moon [1].",
+        Duration::from_millis(1500),
+    )
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    for d in [&a, &b] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(
-            d.join("neuralcore.toml"),
-            format!(
-                "[store]\nbackend = \"postgres\"\npostgres_url = \"{url}\"\n\
-                 postgres_schema = \"{schema}\"\n\n[mind]\nbackend = \"redis\"\n\
-                 redis_url = \"{redis}\"\nredis_prefix = \"nckillask{id}\"\n\n\
-                 [llm]\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"\"\n\
-                 max_retries = 0\n",
-                llm.url()
-            ),
-        )
-        .unwrap();
-    }
+    let (a, b) = two_data_dirs_on_pg(
+        tmp.path(),
+        &url,
+        &schema,
+        &format!(
+            "\n[mind]\nbackend = \"redis\"\nredis_url = \"{redis}\"\n\
+             redis_prefix = \"nckillask{id}\"\n\n[llm]\nbase_url = \"{}/v1\"\n\
+             model = \"m\"\napi_key_env = \"\"\nmax_retries = 0\n",
+            llm.url()
+        ),
+    );
     let ingested = run_with_model(&a, &["--json", "ingest", examples().to_str().unwrap()]);
     assert!(
         ingested.status.success(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use common::{bin, model_cache, phoenix_trace as trace, provided, start_server};
+use common::{model_cache, phoenix_trace as trace, provided, run_ok_env, start_server};
 
 fn phoenix() -> Option<String> {
     provided("NEURALCORE_TEST_PHOENIX_URL", "scripts/phoenix.sh")
@@ -19,6 +19,25 @@ fn phoenix() -> Option<String> {
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// `neuralcore --data-dir DATA ARGS…` with the test model; its standard output, once it
+/// has succeeded.
+fn neuralcore(data: &Path, args: &[&str]) -> String {
+    run_ok_env(
+        data,
+        args,
+        &[("NEURALCORE_EMBEDDING_MODEL_DIR", &model_cache())],
+    )
+}
+
+/// The JSON report of asking "What causes the tides?" over `data`.
+fn ask_tides(data: &Path) -> Value {
+    serde_json::from_str(&neuralcore(
+        data,
+        &["--json", "ask", "What causes the tides?"],
+    ))
+    .unwrap()
 }
 
 /// A Phoenix project name no other run uses.
@@ -34,18 +53,7 @@ fn project(test: &str) -> String {
 /// (plus `extra` settings) in its config file.
 fn data_dir(tmp: &Path, phoenix: &str, project: &str, extra: &str) -> PathBuf {
     let data = tmp.join("data");
-    let out = bin()
-        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["ingest", examples().to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    neuralcore(&data, &["ingest", examples().to_str().unwrap()]);
     std::fs::write(
         data.join("neuralcore.toml"),
         format!(
@@ -112,19 +120,7 @@ fn an_ask_from_the_cli_is_one_trace_in_phoenix_from_the_loop_down_to_search_and_
     let tmp = tempfile::tempdir().unwrap();
     let project = project("cli-ask");
     let data = data_dir(tmp.path(), &phoenix, &project, "");
-    let out = bin()
-        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--json", "ask", "What causes the tides?"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = ask_tides(&data);
     let id = report["trace_id"]
         .as_str()
         .expect("the report names its trace");
@@ -237,7 +233,7 @@ fn an_ask_from_the_cli_is_one_trace_in_phoenix_from_the_loop_down_to_search_and_
 
 #[test]
 fn fixture_llm_gets_the_trace_context_and_its_call_is_a_genai_span_in_phoenix() {
-    use neuralcore_web::fixture::{FixtureServer, Reply};
+    use neuralcore_web::fixture::{chat_completion, FixtureServer, Reply};
     use std::sync::{Arc, Mutex};
     let Some(phoenix) = phoenix() else { return };
     // An OpenAI-compatible endpoint played by a fixture (what it needs to show is the
@@ -248,17 +244,12 @@ fn fixture_llm_gets_the_trace_context_and_its_call_is_a_genai_span_in_phoenix() 
         if let Some(tp) = req.header("traceparent") {
             s2.lock().unwrap().push(tp.to_string());
         }
-        Reply::json(
-            serde_json::json!({
-                "model": "fixture-model",
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant",
-                    "content": "The Moon's gravity causes the tides [1]."
-                }}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62}
-            })
-            .to_string(),
-        )
+        Reply::json(chat_completion(
+            "fixture-model",
+            "The Moon's gravity causes the tides [1].",
+            50,
+            12,
+        ))
     })
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -272,19 +263,7 @@ fn fixture_llm_gets_the_trace_context_and_its_call_is_a_genai_span_in_phoenix() 
             llm.url()
         ),
     );
-    let out = bin()
-        .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--json", "ask", "What causes the tides?"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = ask_tides(&data);
     let id = report["trace_id"].as_str().unwrap().to_string();
     let sent = seen.lock().unwrap().clone();
     assert!(!sent.is_empty(), "the LLM got no traceparent: {report:#}");

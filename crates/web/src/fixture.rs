@@ -312,6 +312,48 @@ pub fn decode_param(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// An OpenAI-compatible chat completion body: one choice saying `text` (finished with
+/// `stop`) from `model`, with its token usage.
+pub fn chat_completion(
+    model: &str,
+    text: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> String {
+    serde_json::json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens
+        }
+    })
+    .to_string()
+}
+
+/// A slow LLM: a chat-completion endpoint that answers `text` after `delay`, and a
+/// receiver told of each call as it arrives, so a test knows a call is in flight.
+pub fn slow_llm(
+    text: &str,
+    delay: std::time::Duration,
+) -> io::Result<(FixtureServer, std::sync::mpsc::Receiver<()>)> {
+    let (called_tx, called) = std::sync::mpsc::channel::<()>();
+    let called_tx = Mutex::new(called_tx);
+    let body = chat_completion("m", text, 50, 12);
+    let server = FixtureServer::start(move |_| {
+        let _ = called_tx.lock().map(|tx| tx.send(()));
+        Reply::json(body.clone()).delayed(delay)
+    })?;
+    Ok((server, called))
+}
+
 /// A SearxNG JSON answer holding `results` (url, title, content), in the shape SearxNG
 /// 2025 sends (`engine`, `engines`, `score`, `category`, `positions`...). A URL starting
 /// with `/` is made absolute with `base`.

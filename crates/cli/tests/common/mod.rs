@@ -22,7 +22,6 @@ pub fn bin() -> Command {
     c
 }
 
-/// The folder holding the test embedding model (`neuralcore models pull`).
 /// Run the CLI on `data`; its stdout (trimmed), or a panic with its stderr.
 pub fn run_ok(data: &Path, args: &[&str]) -> String {
     run_ok_env(data, args, &[])
@@ -45,6 +44,7 @@ pub fn run_ok_env(data: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// The folder holding the test embedding model (`neuralcore models pull`).
 pub fn model_cache() -> String {
     neuralcore_models::testing::model_cache()
         .display()
