@@ -34,6 +34,7 @@ mod kernels;
 mod load;
 mod mcp;
 mod memory;
+mod million;
 mod mind;
 mod paraphrase;
 mod replay;
@@ -69,6 +70,9 @@ const USAGE: &str = "usage:
       [--asks 30] [--redis URL] [--pg URL] [--llm URL --llm-model NAME]
   nc-bench replica --data-dir DIR --queries FILE --corpus FILE --pg URL [--collection C]
       [--model-dir DIR] [-n 300]
+  nc-bench million --data-dir DIR --queries FILE [--pg URL] [--collection C] [--model-dir DIR]
+      [-n 300] [--vectors 1000000] [--noise 0.02] [--mix 0.3] [--seed 19] [--ef 64,128,256]
+      [--only local|pgvector]
   nc-bench paraphrase --squad FILE --model-dir DIR
   nc-bench cache-replay --data-dir DIR --queries FILE --squad FILE [--collection C] [--model-dir DIR]
       [-n 300] [--llm URL --llm-model NAME]
@@ -463,6 +467,7 @@ fn main() -> ExitCode {
         "paraphrase" => paraphrase::bench_paraphrase(&args[1..]),
         "cache-replay" => replay::bench_replay(&args[1..]),
         "replica" => replica::bench_replica(&args[1..]),
+        "million" => million::bench_million(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

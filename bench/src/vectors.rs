@@ -53,33 +53,7 @@ pub fn bench_vectors(args: &[String]) -> Result<()> {
     }
     let engine = Engine::open(&data_dir, cfg).map_err(|e| e.to_string())?;
     let embedder = engine.embedder_status()?;
-    let store = engine.store();
-    let mut keys: Vec<(DocKey, u32)> = Vec::new();
-    let mut ekeys = Vec::new();
-    for d in store
-        .document_keys(&collection)
-        .map_err(|e| e.to_string())?
-    {
-        let doc = store
-            .document(&collection, d)
-            .map_err(|e| e.to_string())?
-            .ok_or("document vanished")?;
-        for c in store.chunks(d).map_err(|e| e.to_string())? {
-            keys.push((c.doc, c.ordinal));
-            ekeys.push(embedding_key(
-                embedder.model_id(),
-                &embed_text(&doc.title, &c.text),
-            ));
-        }
-    }
-    let cached = store.embeddings(&ekeys).map_err(|e| e.to_string())?;
-    let mut added = Vec::with_capacity(keys.len());
-    for (key, v) in keys.iter().zip(cached) {
-        added.push((
-            *key,
-            v.ok_or("a chunk has no cached vector: ingest with the model first")?,
-        ));
-    }
+    let added = chunk_vectors(&engine, &collection)?.vectors;
     let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
     let qv = embedder
         .embed(&texts, TextKind::Query)
@@ -143,4 +117,49 @@ pub fn bench_vectors(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A chunk: its document and ordinal.
+pub(crate) type ChunkKey = (DocKey, u32);
+
+/// A collection's chunk vectors and the model that made them.
+pub(crate) struct ChunkVectors {
+    pub model: String,
+    pub dim: usize,
+    pub vectors: Vec<(ChunkKey, Vec<f32>)>,
+}
+
+/// Every chunk vector of `collection`, read from the data dir's embedding cache (the
+/// collection must have been ingested with the model).
+pub(crate) fn chunk_vectors(engine: &Engine, collection: &str) -> Result<ChunkVectors> {
+    let embedder = engine.embedder_status()?;
+    let store = engine.store();
+    let mut keys: Vec<(DocKey, u32)> = Vec::new();
+    let mut ekeys = Vec::new();
+    for d in store.document_keys(collection).map_err(|e| e.to_string())? {
+        let doc = store
+            .document(collection, d)
+            .map_err(|e| e.to_string())?
+            .ok_or("document vanished")?;
+        for c in store.chunks(d).map_err(|e| e.to_string())? {
+            keys.push((c.doc, c.ordinal));
+            ekeys.push(embedding_key(
+                embedder.model_id(),
+                &embed_text(&doc.title, &c.text),
+            ));
+        }
+    }
+    let cached = store.embeddings(&ekeys).map_err(|e| e.to_string())?;
+    let mut added = Vec::with_capacity(keys.len());
+    for (key, v) in keys.iter().zip(cached) {
+        added.push((
+            *key,
+            v.ok_or("a chunk has no cached vector: ingest with the model first")?,
+        ));
+    }
+    Ok(ChunkVectors {
+        model: embedder.model_id().to_string(),
+        dim: embedder.dimension(),
+        vectors: added,
+    })
 }

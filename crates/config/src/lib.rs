@@ -266,11 +266,24 @@ pub enum VectorBackendKind {
 }
 
 /// `[index]`: the indexes.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct IndexSettings {
     /// `local` or `pgvector`.
     pub vector: VectorBackendKind,
+    /// With `pgvector`: the most `maintenance_work_mem` (MiB) a rebuild's HNSW build may
+    /// ask the server for; it asks for what the collection's vectors need (about 2 KiB
+    /// each at 384 dimensions and M 16), at least 64.
+    pub pgvector_build_memory_mb: u64,
+}
+
+impl Default for IndexSettings {
+    fn default() -> Self {
+        IndexSettings {
+            vector: VectorBackendKind::Local,
+            pgvector_build_memory_mb: 2048,
+        }
+    }
 }
 
 /// `[mind] backend`: where the blackboard lives.
@@ -850,6 +863,10 @@ job_lease_secs = 30
 # [store] backend = "postgres" and the server's `vector` extension; m, ef_construction
 # and ef_search come from [vector]). ARCHITECTURE.md says when to pick which.
 vector = "local"
+# With "pgvector": the most memory (MiB) a rebuild of a collection's HNSW index may ask
+# the server for (maintenance_work_mem). It asks for what the vectors need, ~2 KiB each
+# at 384 dimensions; a graph that does not fit builds many times slower.
+pgvector_build_memory_mb = 2048
 
 [ingest]
 # Globs (relative to a folder given to `ingest`) a file must match; empty = every

@@ -399,15 +399,18 @@ impl Engine {
         let model = embedder.model_id().to_string();
         let idx = if self.config.index.vector == VectorBackendKind::Pgvector {
             let s = &self.config.store;
-            Vectors::Pgvector(PgVectors::open(
-                &s.postgres_url,
-                &s.postgres_schema,
-                s.postgres_pool,
-                collection,
-                &model,
-                embedder.dimension(),
-                self.config.vector,
-            )?)
+            Vectors::Pgvector(
+                PgVectors::open(
+                    &s.postgres_url,
+                    &s.postgres_schema,
+                    s.postgres_pool,
+                    collection,
+                    &model,
+                    embedder.dimension(),
+                    self.config.vector,
+                )?
+                .with_build_memory_mb(self.config.index.pgvector_build_memory_mb),
+            )
         } else {
             Vectors::Local(match &self.data_dir {
                 Some(d) => VectorIndex::open(

@@ -534,7 +534,17 @@ impl VectorIndex {
                 let mut bytes = Vec::new();
                 let read = BufReader::new(f).read_to_end(&mut bytes);
                 match read.ok().and_then(|_| Graph::decode(&bytes)) {
-                    Some(g) if g.model == model && g.dim == dim && g.params == params => graph = g,
+                    // The graph depends on M and ef_construction only: a snapshot saved
+                    // with another ef_search or exact_below is the same graph.
+                    Some(mut g)
+                        if g.model == model
+                            && g.dim == dim
+                            && (g.params.m, g.params.ef_construction)
+                                == (params.m, params.ef_construction) =>
+                    {
+                        g.params = params;
+                        graph = g;
+                    }
                     Some(_) => tracing::info!(
                         path = %path.display(),
                         "vector index made with other settings: rebuilding"
@@ -578,6 +588,32 @@ impl VectorIndex {
             dim: g.dim,
             generation: g.generation,
         }
+    }
+
+    /// The bytes the graph holds on the heap: vectors, keys, neighbour lists (with
+    /// their allocations' headers) and the chunk map, as allocated (capacities), not
+    /// counting the allocator's own slack.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let g = self.graph.read().expect("vector index lock");
+        let links: usize = g
+            .links
+            .iter()
+            .map(|layers| {
+                layers.capacity() * size_of::<Vec<u32>>()
+                    + layers
+                        .iter()
+                        .map(|l| l.capacity() * size_of::<u32>())
+                        .sum::<usize>()
+            })
+            .sum();
+        g.vectors.capacity() * size_of::<f32>()
+            + g.keys.capacity() * size_of::<(DocKey, u32)>()
+            + g.links.capacity() * size_of::<Vec<Vec<u32>>>()
+            + links
+            + g.deleted.capacity()
+            // hashbrown: a control byte and a slot per bucket, buckets ≥ 8/7 of entries.
+            + g.live.capacity() * 8 / 7 * (size_of::<((DocKey, u32), u32)>() + 1)
     }
 
     /// Remove every chunk of the `removed` documents, add (or replace) the `added`
@@ -937,9 +973,30 @@ mod tests {
         let q = &vs[17];
         let again = VectorIndex::open(&path, "m", 8, p);
         assert_eq!(idx.search(q, 10, false), again.search(q, 10, false));
-        // Another model, dimension or parameters: starts empty.
+        // Another model, dimension or graph parameters: starts empty.
         assert_eq!(VectorIndex::open(&path, "other", 8, p).generation(), 0);
         assert_eq!(VectorIndex::open(&path, "m", 9, p).generation(), 0);
+        let m = HnswParams { m: p.m + 1, ..p };
+        assert_eq!(VectorIndex::open(&path, "m", 8, m).generation(), 0);
+        let efc = HnswParams {
+            ef_construction: p.ef_construction + 1,
+            ..p
+        };
+        assert_eq!(VectorIndex::open(&path, "m", 8, efc).generation(), 0);
+        // The search-time settings are not the graph's: a snapshot saved after
+        // set_ef_search, or opened with another ef_search or exact_below, is kept and
+        // searched with the settings it was opened with.
+        idx.set_ef_search(p.ef_search + 50);
+        idx.apply(&[], &[], 9).unwrap();
+        let wide = HnswParams {
+            ef_search: p.ef_search * 4,
+            exact_below: 10_000,
+            ..p
+        };
+        let reopened = VectorIndex::open(&path, "m", 8, wide);
+        assert_eq!(reopened.generation(), 9);
+        assert_eq!(reopened.search(q, 10, false), idx.search(q, 10, true));
+        assert_eq!(VectorIndex::open(&path, "m", 8, p).generation(), 9);
         // A torn or flipped file: starts empty.
         let mut bytes = std::fs::read(&path).unwrap();
         let mid = bytes.len() / 2;

@@ -19,5 +19,5 @@ pub mod reopen;
 
 pub use memory::InMemoryStore;
 pub use pg_store::{Migrated, PgStore, PgStoreOptions, PG_SCHEMA_VERSION};
-pub use pg_vectors::{PgVectorHit, PgVectors, VectorTxn};
+pub use pg_vectors::{PgVectorHit, PgVectors, VectorTxn, DEFAULT_BUILD_MEMORY_MB};
 pub use redb_store::RedbStore;

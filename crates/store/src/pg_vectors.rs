@@ -53,6 +53,23 @@ pub struct PgVectors {
     ns: String,
     dim: usize,
     params: HnswParams,
+    /// The most `maintenance_work_mem` a rebuild's HNSW build may take, in MiB.
+    build_memory_mb: u64,
+}
+
+/// The default of [`PgVectors::with_build_memory_mb`]: room for about a million
+/// 384-dimensional vectors at M 16.
+pub const DEFAULT_BUILD_MEMORY_MB: u64 = 2048;
+
+/// What pgvector's HNSW build holds in memory for `rows` vectors of `dim` dimensions at
+/// `m` links per node, in MiB, with a quarter to spare: the vector (4 bytes a
+/// dimension and a header), its element (~100 bytes) and its neighbour lists (2M on
+/// layer 0, about M/(M-1) more above, 8 bytes each with their distances). When the graph
+/// outgrows `maintenance_work_mem` pgvector goes on inserting tuple by tuple into the
+/// index on disk, many times slower (measured in `nc-bench million`).
+fn build_memory_mb(rows: u64, dim: usize, m: usize) -> u64 {
+    let per_vector = (dim as u64 * 4 + 8) + 100 + (2 * m as u64 + m as u64 / 8 + 1) * 8;
+    (rows.saturating_mul(per_vector) / (1 << 20)) * 5 / 4 + 1
 }
 
 impl std::fmt::Debug for PgVectors {
@@ -219,7 +236,16 @@ impl PgVectors {
             ns,
             dim,
             params,
+            build_memory_mb: DEFAULT_BUILD_MEMORY_MB,
         })
+    }
+
+    /// Let a rebuild's HNSW build take up to `mb` MiB of `maintenance_work_mem` (it asks
+    /// for what the table's rows need, at least 64 MiB, at most this): a graph that does
+    /// not fit is built many times slower.
+    pub fn with_build_memory_mb(mut self, mb: u64) -> Self {
+        self.build_memory_mb = mb.max(64);
+        self
     }
 
     fn map(&self, e: neuralcore_pg::postgres::Error) -> StoreError {
@@ -263,6 +289,18 @@ impl PgVectors {
     /// Whether the table holds no vectors.
     pub fn is_empty(&self) -> StoreResult<bool> {
         Ok(self.len()? == 0)
+    }
+
+    /// The bytes the server keeps for the table (with its TOAST) and for its HNSW index.
+    pub fn disk_bytes(&self) -> StoreResult<(u64, u64)> {
+        let sql = format!(
+            "SELECT pg_table_size('{t}'), coalesce(pg_relation_size(to_regclass('{t}_hnsw')), 0)",
+            t = self.table.replace('\'', "''")
+        );
+        self.pool.read(se, unavailable, |c| {
+            let r = c.client.query_one(&sql, &[]).map_err(|e| self.map(e))?;
+            Ok((r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64))
+        })
     }
 
     /// The `k` chunks nearest `query` (unit length), best first: through the HNSW
@@ -437,8 +475,7 @@ impl VectorTxn<'_, '_> {
         let t = &self.v.table;
         self.tx
             .batch_execute(&format!(
-                "SET LOCAL maintenance_work_mem = '512MB';
-                 DROP INDEX IF EXISTS {s}.{name}_hnsw;
+                "DROP INDEX IF EXISTS {s}.{name}_hnsw;
                  TRUNCATE {t};",
                 s = self.v.schema,
                 name = t.rsplit('.').next().unwrap_or(t),
@@ -446,13 +483,22 @@ impl VectorTxn<'_, '_> {
             .map_err(|e| self.map(e))
     }
 
-    /// Build the HNSW index again after [`VectorTxn::clear`] and the inserts.
+    /// Build the HNSW index again after [`VectorTxn::clear`] and the inserts, with
+    /// the `maintenance_work_mem` the rows need (within the configured most).
     pub fn finish_rebuild(&mut self) -> StoreResult<()> {
         let t = &self.v.table;
         let p = self.v.params;
+        let rows: i64 = self
+            .tx
+            .query_one(&format!("SELECT count(*) FROM {t}"), &[])
+            .map_err(|e| self.map(e))?
+            .get(0);
+        let mb = build_memory_mb(rows.max(0) as u64, self.v.dim, p.m.clamp(2, 100))
+            .clamp(64, self.v.build_memory_mb);
         self.tx
             .batch_execute(&format!(
-                "CREATE INDEX IF NOT EXISTS {name}_hnsw ON {t}
+                "SET LOCAL maintenance_work_mem = '{mb}MB';
+                 CREATE INDEX IF NOT EXISTS {name}_hnsw ON {t}
                      USING hnsw (embedding {ns}.vector_ip_ops)
                      WITH (m = {m}, ef_construction = {ef});",
                 name = t.rsplit('.').next().unwrap_or(t),
