@@ -1428,6 +1428,44 @@ fn a_dispute_keeps_its_other_side_though_graded_lower() {
     );
 }
 
+#[test]
+fn a_dispute_below_the_best_sentence_is_still_stated() {
+    // The sentence that answers best states no year; the one below it that does is
+    // disputed by another document. The answer takes the disputed sentence along and
+    // states the conflict, rather than answering past it.
+    static KB: OnceLock<Kb> = OnceLock::new();
+    let kb = KB.get_or_init(|| {
+        let fact = "# Eiffel Tower\n\nThe Eiffel Tower was completed in March, in time for \
+                    the World's Fair in Paris. The company of Gustave Eiffel finished the \
+                    tower in 1889.\n";
+        let other_year = "# Paris history\n\nThe company of Gustave Eiffel finished the \
+                          tower in 1887.\n";
+        let docs = [
+            BREAD,
+            TIDES,
+            ZEBRA,
+            ("eiffel.md", fact),
+            ("history.md", other_year),
+        ];
+        kb(|_| {}, &[("below", &docs)])
+    });
+    let o = plain(kb);
+    let r = ask(&o, "When was the Eiffel Tower completed?", &opts("below"));
+    let why = summary(&r);
+    assert!(!r.abstained, "{why}");
+    assert_eq!(r.conflicts.len(), 1, "{why}");
+    assert_eq!(r.conflicts[0].about, "date", "{why}");
+    assert!(
+        r.answer.contains("1889") && r.answer.contains("1887"),
+        "{why}"
+    );
+    let cited: Vec<&str> = r.citations.iter().map(|c| c.title.as_str()).collect();
+    assert!(
+        cited.contains(&"Eiffel Tower") && cited.contains(&"Paris history"),
+        "{why}"
+    );
+}
+
 /// Three sentences that name the bridge; one says why it fell.
 const BRIDGE: (&str, &str) = (
     "bridge.md",

@@ -452,6 +452,27 @@ pub fn is_fragment(sentence: &str) -> bool {
     !(0..words.len()).any(|i| verb_at(&words, i))
 }
 
+/// The byte offset in `sentence` of its first word that can be a finite verb (the
+/// heuristic of [`is_fragment`]), or `None` when no word can be: what comes before it is
+/// the sentence's subject ("The 2006–07 Wigan Athletic F.C. season" in "The 2006–07 Wigan
+/// Athletic F.C. season was the club's 29th season").
+pub fn first_verb(sentence: &str) -> Option<usize> {
+    let spans: Vec<(usize, &str)> = sentence
+        .split_whitespace()
+        .map(|w| (w.as_ptr() as usize - sentence.as_ptr() as usize, w))
+        .collect();
+    let words: Vec<String> = spans
+        .iter()
+        .map(|(_, w)| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .collect();
+    (0..words.len())
+        .find(|&i| !words[i].is_empty() && verb_at(&words, i))
+        .map(|i| spans[i].0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,5 +593,18 @@ mod tests {
         ));
         assert!(opens_with_reference("\"It was late,\" he said."));
         assert!(!opens_with_reference("Tides are caused by the Moon."));
+    }
+
+    #[test]
+    fn the_first_verb_ends_the_subject() {
+        let s = "The 2006–07 Wigan Athletic F.C. season was the club's 29th season.";
+        assert_eq!(&s[first_verb(s).unwrap()..], "was the club's 29th season.");
+        let s = "Gustave Eiffel's company finished the tower in 1889.";
+        assert_eq!(&s[first_verb(s).unwrap()..], "finished the tower in 1889.");
+        // "rules" after a determiner is a noun; "enforces" is the verb.
+        let s = "The rules of the checker enforces ownership.";
+        assert_eq!(&s[first_verb(s).unwrap()..], "enforces ownership.");
+        assert_eq!(first_verb("Levi's Stadium in Santa Clara"), None);
+        assert_eq!(first_verb(""), None);
     }
 }

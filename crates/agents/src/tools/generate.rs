@@ -591,7 +591,9 @@ pub fn parse_cited(text: &str, strips: &[Strip]) -> Answer {
 /// fragment even with the sentence before it is never chosen; one that opens with a
 /// reference ("They are caused by ...") or in lower case takes the sentence before it
 /// (or its document's title) along, so every answer sentence can be read alone. When
-/// kept evidence disagrees with a chosen strip, the better-supported side leads.
+/// kept evidence disagrees with a chosen strip, the better-supported side leads; when it
+/// disputes none of them but a strip nearly as good, on the value the question asks for,
+/// that strip joins the answer so the dispute is stated.
 fn extractive(
     ctx: &ToolContext<'_>,
     collection: &str,
@@ -664,8 +666,39 @@ fn extractive(
             None => break,
         }
     }
-    // The better-supported side of a disagreement leads.
+    // A disagreement the chosen sentences do not show: when kept evidence disputes a
+    // strip scored at least half the best on the kind of value the question asks for,
+    // the best such strip joins the answer, so the answer states the dispute rather than
+    // one side of it. A name disputed in the sentence's subject ("\"Army\" is a song
+    // from the album" against "\"Delirium\" is a song …") is another thing, not another
+    // value, unless the question asks for its subject ("Who placed them …?").
     let meta = source_meta(ctx, collection)?;
+    let disputed = |i: usize| crate::conflict::strip_sides(strips, i, &meta).is_some();
+    if several.is_empty() && !chosen.iter().any(|&c| disputed(c)) {
+        let question = run_input(ctx.mind)?.0;
+        let wants = crate::values::expected(&question);
+        let asks_subject = asks_for_subject(&question);
+        let on_point = |i: usize| {
+            crate::conflict::strip_sides(strips, i, &meta).is_some_and(|(about, sides)| {
+                let kind = match wants {
+                    Some("date") => matches!(about, "date" | "number" | "value"),
+                    Some(k) => about == k || about == "value",
+                    None => matches!(about, "name" | "value"),
+                };
+                let mine = sides.iter().find(|s| s.1.contains(&i)).map(|s| s.0.as_str());
+                let other_thing = about == "name"
+                    && !asks_subject
+                    && mine.is_some_and(|v| in_subject(&strips[i].text, v));
+                kind && mine.is_some() && !other_thing
+            })
+        };
+        let best = (0..strips.len())
+            .filter(|&i| !chosen.contains(&i) && whole[i].is_some() && strips[i].score >= 0.5 * max)
+            .filter(|&i| on_point(i))
+            .max_by(|&a, &b| strips[a].score.total_cmp(&strips[b].score));
+        chosen.extend(best);
+    }
+    // The better-supported side of a disagreement leads.
     for c in chosen.iter_mut() {
         if let Some((_, sides)) = crate::conflict::strip_sides(strips, *c, &meta) {
             let top = sides[0].1[0];
@@ -699,6 +732,44 @@ fn extractive(
         });
     }
     Ok(a)
+}
+
+/// Whether a question asks for its own subject: it opens with its question word and
+/// the first verb after it is not a form of "do" ("Who placed …", "Which tabloid
+/// accused …", "Who was …", not "What movie did she act in?").
+fn asks_for_subject(question: &str) -> bool {
+    const WH: &[&str] = &["who", "what", "which", "whose"];
+    let first = question
+        .split_whitespace()
+        .next()
+        .map(crate::values::norm)
+        .unwrap_or_default();
+    if !WH.contains(&first.as_str()) {
+        return false;
+    }
+    let Some(at) = neuralcore_core::sentence::first_verb(question) else {
+        return false;
+    };
+    let verb = question[at..]
+        .split_whitespace()
+        .next()
+        .map(crate::values::norm)
+        .unwrap_or_default();
+    !matches!(verb.as_str(), "do" | "does" | "did")
+}
+
+/// Whether `value` (its first figure, for a list of figures) is written in the subject
+/// of `sentence`: it starts before the first word that can be a finite verb (a verb
+/// inside the value, "\"Something in the Way You Move\" is a song", does not count),
+/// or the sentence has none.
+fn in_subject(sentence: &str, value: &str) -> bool {
+    let first = value.split(", ").next().unwrap_or(value);
+    match (sentence.find(first), neuralcore_core::sentence::first_verb(sentence)) {
+        _ if first.is_empty() => false,
+        (Some(at), Some(verb)) => at < verb,
+        (found, None) => found.is_some(),
+        (None, Some(_)) => false,
+    }
 }
 
 /// The strip as a sentence a reader can take alone, or `None` when it is a fragment
@@ -1007,5 +1078,31 @@ mod tests {
         );
         assert!(!p.contains("[1] says \"1889\" where [3]"), "{p}");
         assert!(p.contains("cite both"), "{p}");
+    }
+
+    #[test]
+    fn a_question_asks_for_its_subject_unless_do_carries_it() {
+        assert!(asks_for_subject("Who placed Girl's Tyme in Star Search?"));
+        assert!(asks_for_subject("Which British tabloid accused Apple in 2006?"));
+        assert!(asks_for_subject("Who was the Tang's biggest rival?"));
+        assert!(!asks_for_subject("What movie did Beyonce act in in 2006?"));
+        assert!(!asks_for_subject(
+            "Ellie Goulding worked with what other writers on Delirium?"
+        ));
+        assert!(!asks_for_subject("When was the tower completed?"));
+    }
+
+    #[test]
+    fn a_value_before_the_first_verb_is_in_the_subject() {
+        let song = "\"Army\" is a song by Ellie Goulding from her album Delirium.";
+        assert!(in_subject(song, "Army"));
+        // A verb inside the value itself ("Move") does not end the subject early.
+        let song = "\"Something in the Way You Move\" is a song by Ellie Goulding.";
+        assert!(in_subject(song, "Something in the Way You Move"));
+        let fact = "The company of Gustave Eiffel finished the tower in 1889.";
+        assert!(!in_subject(fact, "1889"));
+        assert!(in_subject("The 2006–07 season was its 29th.", "2006–07, 29th"));
+        assert!(!in_subject(fact, ""));
+        assert!(!in_subject(fact, "1887"));
     }
 }
