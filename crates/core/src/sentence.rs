@@ -438,18 +438,7 @@ pub fn is_fragment(sentence: &str) -> bool {
     let Some(first) = t.chars().next() else {
         return true;
     };
-    if first.is_lowercase() {
-        return true;
-    }
-    let words: Vec<String> = t
-        .split_whitespace()
-        .map(|w| {
-            w.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_lowercase()
-        })
-        .filter(|w| !w.is_empty())
-        .collect();
-    !(0..words.len()).any(|i| verb_at(&words, i))
+    first.is_lowercase() || first_verb(t).is_none()
 }
 
 /// The byte offset in `sentence` of its first word that can be a finite verb (the
@@ -457,20 +446,22 @@ pub fn is_fragment(sentence: &str) -> bool {
 /// the sentence's subject ("The 2006–07 Wigan Athletic F.C. season" in "The 2006–07 Wigan
 /// Athletic F.C. season was the club's 29th season").
 pub fn first_verb(sentence: &str) -> Option<usize> {
-    let spans: Vec<(usize, &str)> = sentence
+    // Each word lower case without its punctuation, with its offset; punctuation alone
+    // is no word.
+    let (offsets, words): (Vec<usize>, Vec<String>) = sentence
         .split_whitespace()
-        .map(|w| (w.as_ptr() as usize - sentence.as_ptr() as usize, w))
-        .collect();
-    let words: Vec<String> = spans
-        .iter()
-        .map(|(_, w)| {
-            w.trim_matches(|c: char| !c.is_alphanumeric())
-                .to_lowercase()
+        .map(|w| {
+            let at = w.as_ptr() as usize - sentence.as_ptr() as usize;
+            let word = w
+                .trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase();
+            (at, word)
         })
-        .collect();
+        .filter(|(_, w)| !w.is_empty())
+        .unzip();
     (0..words.len())
-        .find(|&i| !words[i].is_empty() && verb_at(&words, i))
-        .map(|i| spans[i].0)
+        .find(|&i| verb_at(&words, i))
+        .map(|i| offsets[i])
 }
 
 #[cfg(test)]

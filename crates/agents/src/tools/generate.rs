@@ -764,11 +764,11 @@ fn asks_for_subject(question: &str) -> bool {
 /// or the sentence has none.
 fn in_subject(sentence: &str, value: &str) -> bool {
     let first = value.split(", ").next().unwrap_or(value);
-    match (sentence.find(first), neuralcore_core::sentence::first_verb(sentence)) {
-        _ if first.is_empty() => false,
-        (Some(at), Some(verb)) => at < verb,
-        (found, None) => found.is_some(),
-        (None, Some(_)) => false,
+    match sentence.find(first) {
+        Some(at) if !first.is_empty() => {
+            neuralcore_core::sentence::first_verb(sentence).is_none_or(|verb| at < verb)
+        }
+        _ => false,
     }
 }
 
