@@ -168,6 +168,7 @@ ensure_redis() {
         sleep 0.1
     done
     log "redis-server did not start on $host:$port: see $logfile"
+    tail -n 5 "$logfile" >&2 2>/dev/null || true
     exit 1
 }
 

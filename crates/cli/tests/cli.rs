@@ -2176,6 +2176,25 @@ fn a_worker_killed_mid_job_leaves_it_to_another_and_nothing_is_stored_twice() {
     drop_schema();
 }
 
+/// A loopback port nothing listens on or is connected from, as the kernel hands it out.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Two consecutive free loopback ports (the cluster script's replicas take a port and
+/// the next one); the first of the two is returned.
+fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = a.local_addr().unwrap().port();
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free loopback ports in 100 tries");
+}
+
 /// The local cluster in one command (`scripts/cluster.sh`): two replicas that only queue
 /// and two workers over the suite's PostgreSQL, with a Redis of the cluster's own for
 /// the Mind and the hot cache, and the suite's Phoenix for traces. An upload through one
@@ -2202,6 +2221,9 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
             .as_millis()
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/cluster.sh");
+    // Ports the kernel says are free now: a port made from the pid can fall in the
+    // ephemeral range and be held by one of the suite's own client connections.
+    let (replica_port, redis_port) = (free_port_pair(), free_port());
     let cluster = |what: &str| {
         Command::new("bash")
             .arg(&script)
@@ -2219,14 +2241,8 @@ fn the_cluster_script_runs_two_replicas_and_two_workers_end_to_end() {
                 phoenix.as_deref().unwrap_or(""),
             )
             .env("NEURALCORE_CLUSTER_PROJECT", &project)
-            .env(
-                "NEURALCORE_CLUSTER_PORT",
-                (20000 + (id % 5000) * 2).to_string(),
-            )
-            .env(
-                "NEURALCORE_CLUSTER_REDIS_PORT",
-                (30000 + id % 5000).to_string(),
-            )
+            .env("NEURALCORE_CLUSTER_PORT", replica_port.to_string())
+            .env("NEURALCORE_CLUSTER_REDIS_PORT", redis_port.to_string())
             .output()
             .unwrap()
     };
