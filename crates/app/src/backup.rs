@@ -507,24 +507,23 @@ impl App {
                 items: 1,
             });
         }
-        // The evaluator trained here (`neuralcore train evaluator`) cannot be pulled.
+        // What was trained here (`neuralcore train evaluator|reranker`) cannot be pulled.
         if let Some(models) = engine.model_dir() {
-            let trained = models.join(neuralcore_engine::TRAINED_EVALUATOR);
-            if trained.is_dir() {
+            for name in neuralcore_engine::TRAINED_MODELS {
+                let trained = models.join(name);
+                if !trained.is_dir() {
+                    continue;
+                }
                 if resolve(&models)? == resolve(&dir.join("models"))? {
-                    let to = tmp
-                        .join("models")
-                        .join(neuralcore_engine::TRAINED_EVALUATOR);
-                    let n = copy_tree(&trained, &to)?;
+                    let n = copy_tree(&trained, &tmp.join("models").join(name))?;
                     parts.push(BackupPart {
-                        path: format!("models/{}", neuralcore_engine::TRAINED_EVALUATOR),
+                        path: format!("models/{name}"),
                         items: n,
                     });
                 } else {
                     skipped.push(format!(
-                        "the trained evaluator: its model dir is outside the data dir \
-                         (embedding.model_dir); copy {} yourself",
-                        neuralcore_engine::TRAINED_EVALUATOR
+                        "the trained model {name}: its model dir is outside the data dir \
+                         (embedding.model_dir); copy it yourself"
                     ));
                 }
             }

@@ -542,6 +542,10 @@ enum TrainCommand {
     /// layers, pooler and a classifier) on (question, passage, label) pairs; written to
     /// <model dir>/neuralcore-evaluator, which `grade.evaluator = "auto"` then uses.
     Evaluator(train::TrainEvaluatorArgs),
+    /// Train a search reranker the same way (typically on BEIR train qrels with BM25 hard
+    /// negatives: `--beir DIR`); written to <model dir>/neuralcore-reranker, which
+    /// `rerank.model = "neuralcore-reranker"` then loads for `--rerank N`.
+    Reranker(train::TrainEvaluatorArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -1202,16 +1206,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             memory::run(g.json, engine, &g.data_dir, what)
         }
         Command::Models { what } => models(g, what),
-        Command::Train {
-            what: TrainCommand::Evaluator(a),
-        } => {
+        Command::Train { what } => {
+            let (what, a) = match what {
+                TrainCommand::Evaluator(a) => (train::Trained::Evaluator, a),
+                TrainCommand::Reranker(a) => (train::Trained::Reranker, a),
+            };
             let cfg = load_config(g)?;
             let model_dir = if cfg.embedding.model_dir.is_empty() {
                 g.data_dir.join("models")
             } else {
                 PathBuf::from(&cfg.embedding.model_dir)
             };
-            train::run(&model_dir, a, g.quiet, g.json)?;
+            train::run(&model_dir, what, a, g.quiet, g.json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools {

@@ -1,6 +1,7 @@
-//! `neuralcore train evaluator`: labelled pairs from public sets and the user's own
-//! feedback, then [`neuralcore_models::train::train_evaluator`] over the base model in
-//! the model cache.
+//! `neuralcore train evaluator|reranker`: labelled pairs from public sets and the user's
+//! own feedback, then [`neuralcore_models::train::train_evaluator`] over the base model
+//! in the model cache. The two are one trainer; they differ in where the result goes
+//! and what reads it (`grade.evaluator = "auto"`, or `rerank.model`).
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -10,9 +11,32 @@ use clap::Args;
 use neuralcore_eval::pairs::{beir_pairs, check_pairs, read_pairs, squad_pairs, Pair};
 use neuralcore_models::train::{train_evaluator, Progress, TrainOptions, TrainPair};
 
-/// Where the trained evaluator goes in the model cache, and where `grade.evaluator =
-/// "auto"` looks for it.
-pub const EVALUATOR_DIR: &str = neuralcore_engine::TRAINED_EVALUATOR;
+/// What is trained: the relevance evaluator or the search reranker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trained {
+    Evaluator,
+    Reranker,
+}
+
+impl Trained {
+    /// Its folder in the model cache, where what uses it looks.
+    fn dir(self) -> &'static str {
+        match self {
+            Trained::Evaluator => neuralcore_engine::TRAINED_EVALUATOR,
+            Trained::Reranker => neuralcore_engine::TRAINED_RERANKER,
+        }
+    }
+
+    /// How it is put to use, for the closing line.
+    fn used_by(self) -> &'static str {
+        match self {
+            Trained::Evaluator => "`grade.evaluator = \"auto\"` uses it",
+            Trained::Reranker => {
+                "`rerank.model = \"neuralcore-reranker\"` reranks with it (`--rerank N`)"
+            }
+        }
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct TrainEvaluatorArgs {
@@ -36,7 +60,8 @@ pub struct TrainEvaluatorArgs {
     #[arg(long, default_value = neuralcore_models::DEFAULT_EMBEDDER)]
     pub base: String,
     /// Output folder (default: <model dir>/neuralcore-evaluator, where `grade.evaluator
-    /// = "auto"` finds it). Holds checkpoints: run again to resume.
+    /// = "auto"` finds it; for a reranker <model dir>/neuralcore-reranker). Holds
+    /// checkpoints: run again to resume.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Top layers trained (the rest stay frozen).
@@ -80,7 +105,13 @@ fn split_range(spec: &str) -> Result<(PathBuf, Option<(usize, usize)>)> {
     Ok((PathBuf::from(spec), None))
 }
 
-pub fn run(model_dir: &Path, a: TrainEvaluatorArgs, quiet: bool, json: bool) -> Result<()> {
+pub fn run(
+    model_dir: &Path,
+    what: Trained,
+    a: TrainEvaluatorArgs,
+    quiet: bool,
+    json: bool,
+) -> Result<()> {
     if a.squad.is_empty() && a.beir.is_empty() && a.pairs.is_empty() {
         bail!(
             "no training data: name --squad FILE[:A-B], --beir DIR[:SPLIT] or --pairs FILE.jsonl"
@@ -130,7 +161,7 @@ pub fn run(model_dir: &Path, a: TrainEvaluatorArgs, quiet: bool, json: bool) -> 
         return Ok(());
     }
     let base_dir = model_dir.join(neuralcore_models::local_name(&a.base));
-    let out = a.out.unwrap_or_else(|| model_dir.join(EVALUATOR_DIR));
+    let out = a.out.unwrap_or_else(|| model_dir.join(what.dir()));
     let opts = TrainOptions {
         top_layers: a.top_layers,
         epochs: a.epochs,
@@ -205,10 +236,12 @@ pub fn run(model_dir: &Path, a: TrainEvaluatorArgs, quiet: bool, json: bool) -> 
         );
     } else if !quiet {
         eprintln!(
-            "evaluator: {} ({:.1} MB, sha256 {sha}) in {:.0} s; `grade.evaluator = \"auto\"` uses it",
+            "{}: {} ({:.1} MB, sha256 {sha}) in {:.0} s; {}",
+            what.dir(),
             out.display(),
             bytes as f64 / 1e6,
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            what.used_by()
         );
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{bin, client_python, model_cache, start_server, start_server_with};
+use common::{bin, client_python, model_cache, run_ok_env, start_server, start_server_with};
 
 fn run(data: &Path, args: &[&str]) -> Output {
     bin()
@@ -1362,6 +1362,150 @@ fn train_evaluator_from_pairs_then_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("models pull"),
+        "{err}"
+    );
+}
+
+/// `train reranker` is the evaluator's trainer writing to `neuralcore-reranker`, and a
+/// search names it as `rerank.model`: the top hits are rescored by it, `rerank.blend =
+/// 1` keeps the first stage's order, and a trained folder whose base is gone is a clear
+/// error.
+#[test]
+fn train_reranker_then_search_reranks_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let models = tmp.path().join("models");
+    let tiny =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures/tiny-cross-encoder");
+    std::fs::create_dir_all(models.join("tiny")).unwrap();
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(tiny.join(f), models.join("tiny").join(f)).unwrap();
+    }
+    let mut lines = String::new();
+    for i in 0..40 {
+        let (passage, label) = if i % 2 == 0 {
+            ("the moon pull causes the tide", 1)
+        } else {
+            ("yeast and flour make bread dough", 0)
+        };
+        lines.push_str(&format!(
+            "{{\"question\":\"what causes tides {i}\",\"passage\":\"{passage}\",\"label\":{label}}}\n"
+        ));
+    }
+    let pairs = tmp.path().join("pairs.jsonl");
+    write(&pairs, &lines);
+    let models_s = models.to_str().unwrap();
+    let data = tmp.path().join("data");
+    let env = [
+        ("NEURALCORE_EMBEDDING_MODEL_DIR", models_s),
+        ("NEURALCORE_EMBEDDING_MODEL", ""),
+    ];
+    let v: Value = serde_json::from_str(&run_ok_env(
+        &data,
+        &[
+            "--json",
+            "train",
+            "reranker",
+            "--base",
+            "tiny",
+            "--epochs",
+            "1",
+            "--max-length",
+            "48",
+            "--pairs",
+            pairs.to_str().unwrap(),
+        ],
+        &env,
+    ))
+    .unwrap();
+    assert_eq!(v["manifest"]["base"], "tiny", "{v}");
+    assert!(models
+        .join("neuralcore-reranker/evaluator.safetensors")
+        .is_file());
+    assert!(!models.join("neuralcore-evaluator").exists());
+
+    let docs = tmp.path().join("docs");
+    write(
+        &docs.join("bread.md"),
+        "# Bread\n\nYeast and flour make bread dough; tides do not.\n",
+    );
+    write(
+        &docs.join("moon.md"),
+        "# Tides\n\nThe moon's pull causes the tide.\n",
+    );
+    run_ok_env(&data, &["ingest", docs.to_str().unwrap()], &env);
+    let search = |extra: &[(&str, &str)]| -> Value {
+        let mut env = env.to_vec();
+        env.push(("NEURALCORE_RERANK_MODEL", "neuralcore-reranker"));
+        env.extend_from_slice(extra);
+        let out = run_ok_env(
+            &data,
+            &["--json", "search", "what causes tides", "--rerank", "2"],
+            &env,
+        );
+        serde_json::from_str(&out).unwrap()
+    };
+    let docs_of = |v: &Value| -> Vec<String> {
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["title"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let keyword: Value = serde_json::from_str(&run_ok_env(
+        &data,
+        &["--json", "search", "what causes tides"],
+        &env,
+    ))
+    .unwrap();
+    let reranked = search(&[]);
+    assert_eq!(reranked["reranked"], 2, "{reranked}");
+    // Its scores are the trained model's probabilities, not BM25's.
+    for h in reranked["hits"].as_array().unwrap() {
+        let s = h["score"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&s), "{reranked}");
+    }
+    let first_stage = search(&[("NEURALCORE_RERANK_BLEND", "1")]);
+    assert_eq!(first_stage["reranked"], 2);
+    assert_eq!(docs_of(&first_stage), docs_of(&keyword));
+
+    // A blend outside [0, 1], and a trained folder whose base model is gone.
+    let out = bin()
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "search",
+            "tides",
+            "--rerank",
+            "2",
+        ])
+        .envs(env)
+        .env("NEURALCORE_RERANK_MODEL", "neuralcore-reranker")
+        .env("NEURALCORE_RERANK_BLEND", "1.5")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("rerank.blend"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(models.join("tiny")).unwrap();
+    let out = bin()
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "search",
+            "tides",
+            "--rerank",
+            "2",
+        ])
+        .envs(env)
+        .env("NEURALCORE_RERANK_MODEL", "neuralcore-reranker")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("cannot load the reranker"),
         "{err}"
     );
 }

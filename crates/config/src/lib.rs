@@ -603,7 +603,7 @@ impl Default for AgentsConfig {
 }
 
 /// `[rerank]`: the cross-encoder that reorders the top of a result list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RerankConfig {
     /// Model name in the model cache (see `embedding.model_dir`).
@@ -612,6 +612,10 @@ pub struct RerankConfig {
     pub top_n: usize,
     /// Longest (query, passage) pair in tokens; the passage is cut first.
     pub max_length: usize,
+    /// Weight of the first-stage score in a reranked hit's score, in [0, 1]: the score
+    /// is `(1 − blend) · reranker + blend · first stage`, the first stage scaled to
+    /// [0, 1] over the reranked hits (0 = the reranker's order alone).
+    pub blend: f64,
 }
 
 impl Default for RerankConfig {
@@ -620,6 +624,7 @@ impl Default for RerankConfig {
             model: "ms-marco-minilm-l-6-v2".into(),
             top_n: 0,
             max_length: 512,
+            blend: 0.0,
         }
     }
 }
@@ -990,6 +995,11 @@ model = "ms-marco-minilm-l-6-v2"
 top_n = 0
 # Longest (query, passage) pair in tokens; the passage is cut first.
 max_length = 512
+# Weight of the first-stage score in a reranked hit's score, in [0, 1]:
+# (1 - blend) * reranker + blend * first stage (scaled to [0, 1] over the reranked
+# hits). 0 keeps the reranker's order alone. `neuralcore train reranker` writes a
+# model (name it "neuralcore-reranker" above) that is meant to be blended.
+blend = 0.0
 
 [mind]
 # The blackboard that tools and agents share: "embedded" (<data dir>/mind.redb),
@@ -1479,6 +1489,12 @@ impl Config {
         }
         if self.rerank.max_length < 8 {
             return bad("rerank.max_length must be at least 8".into());
+        }
+        if !(0.0..=1.0).contains(&self.rerank.blend) {
+            return bad(format!(
+                "rerank.blend must be within [0, 1] (got {})",
+                self.rerank.blend
+            ));
         }
         if self.embedding.batch_size == 0 {
             return bad("embedding.batch_size must be at least 1".into());

@@ -29,7 +29,7 @@ pub use neuralcore_config::{
     SearchMode, StoreBackendKind, StoreSettings, VectorBackendKind, VectorConfig, TEMPLATE,
 };
 pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
-pub use vectors::{embed_text, Vectors, TRAINED_EVALUATOR};
+pub use vectors::{embed_text, Vectors, TRAINED_EVALUATOR, TRAINED_MODELS, TRAINED_RERANKER};
 
 impl From<ConfigError> for EngineError {
     fn from(e: ConfigError) -> Self {

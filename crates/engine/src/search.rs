@@ -231,8 +231,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Rescore the first `n` of `hits` with the reranker and reorder them by its score
-    /// (stable: ties keep their order); the rest stay behind them. Returns how many were
+    /// Rescore the first `n` of `hits` with the reranker (blended with their first-stage
+    /// score by `rerank.blend`) and reorder them by that score (stable: ties keep their
+    /// order); the rest stay behind them. Returns how many were
     /// reranked. Without a reranker model: an error naming how to get one.
     pub fn rerank_hits(
         &self,
@@ -270,9 +271,7 @@ impl Engine {
                 &refs,
             )
             .map_err(|e| EngineError::Model(e.to_string()))?;
-        for (h, s) in hits[..n].iter_mut().zip(scores) {
-            h.score = s;
-        }
+        blend_scores(&mut hits[..n], &scores, self.config.rerank.blend as f32);
         // Stable: equal scores keep the first-stage order.
         hits[..n].sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(n)
@@ -324,6 +323,28 @@ impl Engine {
                 })
             }
         }
+    }
+}
+
+/// Give each hit `(1 − blend) · reranker + blend · first stage`, the first-stage scores
+/// scaled to [0, 1] over these hits (all equal: each counts 1).
+fn blend_scores(hits: &mut [ScoredChunk], reranker: &[f32], blend: f32) {
+    let (lo, hi) = hits
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), h| {
+            (lo.min(h.score), hi.max(h.score))
+        });
+    for (h, &r) in hits.iter_mut().zip(reranker) {
+        let first = if hi > lo {
+            (h.score - lo) / (hi - lo)
+        } else {
+            1.0
+        };
+        h.score = if blend > 0.0 {
+            (1.0 - blend) * r + blend * first
+        } else {
+            r
+        };
     }
 }
 
@@ -381,5 +402,31 @@ mod tests {
         assert!((s(3) - (1.0 / 63.0) as f32).abs() < 1e-7);
         assert_eq!(f.len(), 3);
         assert!(fuse(&[], &[], &cfg).is_empty());
+    }
+
+    #[test]
+    fn a_blend_weighs_the_first_stage_scaled_to_the_reranked_hits() {
+        // First stage: 1 > 2 > 3 (scaled 1, 0.5, 0); the reranker prefers 3 then 2.
+        let first = || vec![hit(1, 0.8), hit(2, 0.6), hit(3, 0.4)];
+        let rr = [0.1, 0.5, 0.6];
+        let mut h = first();
+        blend_scores(&mut h, &rr, 0.0);
+        assert_eq!(h.iter().map(|h| h.score).collect::<Vec<_>>(), rr);
+        let close = |h: &[ScoredChunk], want: &[f32]| {
+            let got: Vec<f32> = h.iter().map(|h| h.score).collect();
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() < 1e-6, "{got:?} against {want:?}");
+            }
+        };
+        let mut h = first();
+        blend_scores(&mut h, &rr, 0.5);
+        close(&h, &[0.55, 0.5, 0.3]);
+        let mut h = first();
+        blend_scores(&mut h, &rr, 1.0);
+        close(&h, &[1.0, 0.5, 0.0]);
+        // Equal first-stage scores each count fully.
+        let mut h = vec![hit(1, 0.3), hit(2, 0.3)];
+        blend_scores(&mut h, &[0.2, 0.4], 0.5);
+        close(&h, &[0.6, 0.7]);
     }
 }

@@ -3,7 +3,7 @@
 //! with the store (replay the last batch, or rebuild).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use neuralcore_core::{embedding_key, Chunk, DocKey, Embedder, EmbeddingKey, Reranker, TextKind};
@@ -154,6 +154,30 @@ pub(crate) struct PendingVector {
 /// The model-cache folder of the evaluator `neuralcore train evaluator` writes.
 pub const TRAINED_EVALUATOR: &str = "neuralcore-evaluator";
 
+/// The model-cache folder of the reranker `neuralcore train reranker` writes; name it
+/// as `rerank.model` to rerank with it.
+pub const TRAINED_RERANKER: &str = "neuralcore-reranker";
+
+/// The folders in the model cache that hold what was trained here (they cannot be
+/// pulled: a backup keeps them).
+pub const TRAINED_MODELS: [&str; 2] = [TRAINED_EVALUATOR, TRAINED_RERANKER];
+
+/// The manifest `neuralcore train` writes beside the trained tensors.
+const TRAINED_MANIFEST: &str = "evaluator.json";
+
+/// A cross-encoder `neuralcore train` wrote into the model cache `dir` (the folder
+/// `artifact`: its trained top over the base model its manifest names, also in `dir`).
+fn load_trained(dir: &Path, artifact: &Path) -> Result<neuralcore_models::CrossEncoder, String> {
+    let manifest = artifact.join(TRAINED_MANIFEST);
+    let text =
+        std::fs::read_to_string(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let m: neuralcore_models::train::EvaluatorManifest =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let base = dir.join(neuralcore_models::local_name(&m.base));
+    neuralcore_models::CrossEncoder::load_adapted(&base, artifact, m.options.max_length)
+        .map_err(|e| e.to_string())
+}
+
 fn model_err(e: neuralcore_core::ModelError) -> EngineError {
     EngineError::Model(e.to_string())
 }
@@ -204,7 +228,7 @@ impl Engine {
         &self,
         name: &str,
         off: &str,
-        missing: &dyn Fn(&std::path::Path) -> String,
+        missing: &dyn Fn(&Path) -> String,
     ) -> Result<PathBuf, String> {
         if name.is_empty() {
             return Err(off.into());
@@ -214,7 +238,8 @@ impl Engine {
             .ok_or("no model folder configured (embedding.model_dir)")?;
         // A known name, or a hub repository id (`org/name` is cached as `org--name`).
         let path = dir.join(neuralcore_models::local_name(name));
-        if !path.join("model.safetensors").exists() {
+        // Pulled weights, or what `neuralcore train` wrote.
+        if !path.join("model.safetensors").exists() && !path.join(TRAINED_MANIFEST).is_file() {
             return Err(missing(&dir));
         }
         Ok(path)
@@ -238,11 +263,17 @@ impl Engine {
                         )
                     },
                 )?;
-                let r = neuralcore_models::CrossEncoder::load(
-                    &path,
-                    name,
-                    self.config.rerank.max_length,
-                )
+                // A folder `neuralcore train` wrote holds a manifest, not the full model.
+                let r = if path.join(TRAINED_MANIFEST).is_file() {
+                    load_trained(path.parent().unwrap_or(&path), &path)
+                } else {
+                    neuralcore_models::CrossEncoder::load(
+                        &path,
+                        name,
+                        self.config.rerank.max_length,
+                    )
+                    .map_err(|e| e.to_string())
+                }
                 .map_err(|e| format!("cannot load the reranker {name:?}: {e}"))?;
                 Ok(Arc::new(r) as Arc<dyn Reranker>)
             })
@@ -259,22 +290,14 @@ impl Engine {
                     .model_dir()
                     .ok_or("no model folder configured (embedding.model_dir)")?;
                 let artifact = dir.join(TRAINED_EVALUATOR);
-                let manifest = artifact.join("evaluator.json");
-                let text = std::fs::read_to_string(&manifest).map_err(|_| {
-                    format!(
+                if !artifact.join(TRAINED_MANIFEST).is_file() {
+                    return Err(format!(
                         "no trained evaluator in {} (`neuralcore train evaluator`)",
                         artifact.display()
-                    )
-                })?;
-                let m: neuralcore_models::train::EvaluatorManifest = serde_json::from_str(&text)
-                    .map_err(|e| format!("{}: {e}", manifest.display()))?;
-                let base = dir.join(neuralcore_models::local_name(&m.base));
-                let r = neuralcore_models::CrossEncoder::load_adapted(
-                    &base,
-                    &artifact,
-                    m.options.max_length,
-                )
-                .map_err(|e| format!("cannot load the trained evaluator: {e}"))?;
+                    ));
+                }
+                let r = load_trained(&dir, &artifact)
+                    .map_err(|e| format!("cannot load the trained evaluator: {e}"))?;
                 Ok(Arc::new(r) as Arc<dyn Reranker>)
             })
             .clone()
