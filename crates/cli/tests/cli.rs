@@ -1276,10 +1276,11 @@ fn models_pull_from_a_hub_fixture_server_then_from_the_hf_cache() {
 
 /// `train evaluator` end to end on the tiny random BERT of the models crate's fixtures
 /// (the real run is in the closing note: it takes minutes), then bad input.
-#[test]
-fn train_evaluator_from_pairs_then_bad_input() {
-    let tmp = tempfile::tempdir().unwrap();
-    let models = tmp.path().join("models");
+/// A model cache in `dir` holding the tiny random cross-encoder as base `tiny`, and `n`
+/// labelled pairs (half about tides and relevant, half about bread and not) in
+/// `dir/pairs.jsonl`: what the trainers' tests train on.
+fn tiny_base_and_pairs(dir: &Path, n: usize) -> (PathBuf, PathBuf) {
+    let models = dir.join("models");
     let tiny =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures/tiny-cross-encoder");
     std::fs::create_dir_all(models.join("tiny")).unwrap();
@@ -1287,7 +1288,7 @@ fn train_evaluator_from_pairs_then_bad_input() {
         std::fs::copy(tiny.join(f), models.join("tiny").join(f)).unwrap();
     }
     let mut lines = String::new();
-    for i in 0..60 {
+    for i in 0..n {
         let (passage, label) = if i % 2 == 0 {
             ("the moon pull causes the tide", 1)
         } else {
@@ -1297,7 +1298,15 @@ fn train_evaluator_from_pairs_then_bad_input() {
             "{{\"question\":\"what causes tides {i}\",\"passage\":\"{passage}\",\"label\":{label}}}\n"
         ));
     }
-    write(&tmp.path().join("pairs.jsonl"), &lines);
+    let pairs = dir.join("pairs.jsonl");
+    write(&pairs, &lines);
+    (models, pairs)
+}
+
+#[test]
+fn train_evaluator_from_pairs_then_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (models, pairs) = tiny_base_and_pairs(tmp.path(), 60);
     let train = |extra: &[&str]| {
         bin()
             .env("NEURALCORE_EMBEDDING_MODEL_DIR", &models)
@@ -1317,7 +1326,6 @@ fn train_evaluator_from_pairs_then_bad_input() {
             .output()
             .unwrap()
     };
-    let pairs = tmp.path().join("pairs.jsonl");
     let v = json(&train(&[
         "--base",
         "tiny",
@@ -1373,26 +1381,7 @@ fn train_evaluator_from_pairs_then_bad_input() {
 #[test]
 fn train_reranker_then_search_reranks_with_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let models = tmp.path().join("models");
-    let tiny =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/tests/fixtures/tiny-cross-encoder");
-    std::fs::create_dir_all(models.join("tiny")).unwrap();
-    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
-        std::fs::copy(tiny.join(f), models.join("tiny").join(f)).unwrap();
-    }
-    let mut lines = String::new();
-    for i in 0..40 {
-        let (passage, label) = if i % 2 == 0 {
-            ("the moon pull causes the tide", 1)
-        } else {
-            ("yeast and flour make bread dough", 0)
-        };
-        lines.push_str(&format!(
-            "{{\"question\":\"what causes tides {i}\",\"passage\":\"{passage}\",\"label\":{label}}}\n"
-        ));
-    }
-    let pairs = tmp.path().join("pairs.jsonl");
-    write(&pairs, &lines);
+    let (models, pairs) = tiny_base_and_pairs(tmp.path(), 40);
     let models_s = models.to_str().unwrap();
     let data = tmp.path().join("data");
     let env = [

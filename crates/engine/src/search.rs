@@ -340,11 +340,7 @@ fn blend_scores(hits: &mut [ScoredChunk], reranker: &[f32], blend: f32) {
         } else {
             1.0
         };
-        h.score = if blend > 0.0 {
-            (1.0 - blend) * r + blend * first
-        } else {
-            r
-        };
+        h.score = (1.0 - blend) * r + blend * first;
     }
 }
 
