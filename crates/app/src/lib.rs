@@ -440,7 +440,25 @@ impl App {
             events,
             ..opts.clone()
         };
-        let mut report = o.ask(&tenant.run_id(run_id), question, &opts)?;
+        let mut report = match o.ask(&tenant.run_id(run_id), question, &opts) {
+            Ok(r) => r,
+            // A collection dropped while it was asked is not found, as it would have been
+            // a moment later (its index went from under the loop's retrieval).
+            Err(e) => {
+                return Err(match AppError::from(e) {
+                    AppError::Internal(m) => {
+                        match self.engine().store().collection(&opts.collection) {
+                            Ok(None) => AppError::NotFound(format!(
+                                "collection {:?} was dropped while the question was asked",
+                                opts_collection_name(tenant, &opts.collection)
+                            )),
+                            _ => AppError::Internal(m),
+                        }
+                    }
+                    other => other,
+                })
+            }
+        };
         // The report speaks the caller's names.
         for c in &mut report.citations {
             c.source = c.source.take().map(|s| names.of(&s));
@@ -537,15 +555,25 @@ pub fn search(
     // Unknown collections are not found, never created by a search.
     let stored = require_collection(engine, tenant, &req.collection)?;
     let k = req.k.unwrap_or(engine.config().search.k);
-    let res = engine.search(
-        &stored,
-        &req.query,
-        k,
-        neuralcore_engine::SearchOptions {
-            mode: req.mode,
-            rerank: req.rerank,
-        },
-    )?;
+    let res = engine
+        .search(
+            &stored,
+            &req.query,
+            k,
+            neuralcore_engine::SearchOptions {
+                mode: req.mode,
+                rerank: req.rerank,
+            },
+        )
+        .map_err(|e| match e {
+            // Dropped meanwhile: the engine's NotFound would list every tenant's collections.
+            neuralcore_engine::EngineError::NotFound(_)
+                if matches!(engine.store().collection(&stored), Ok(None)) =>
+            {
+                AppError::NotFound(format!("collection {:?} does not exist", req.collection))
+            }
+            e => e.into(),
+        })?;
     let mut out = SearchResponse::new(&req.query, &req.collection, &res);
     if let Some(dir) = engine.data_dir() {
         let names = jobs::PublicNames::new(dir, &stored);

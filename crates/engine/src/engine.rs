@@ -234,6 +234,19 @@ impl Engine {
         }))
     }
 
+    /// `e`, or the collection's NotFound when it was dropped meanwhile: a read that met
+    /// a concurrent drop (its index folder renamed away under it) failed because the
+    /// collection is gone, and says so instead of showing an internal error.
+    pub fn unless_gone(&self, collection: &str, e: EngineError) -> EngineError {
+        if matches!(e, EngineError::NotFound(_)) {
+            return e;
+        }
+        match self.store.collection(collection) {
+            Ok(None) => self.collection(collection).err().unwrap_or(e),
+            _ => e,
+        }
+    }
+
     /// Every source of a collection.
     pub fn sources(&self, collection: &str) -> Result<Vec<SourceRecord>, EngineError> {
         self.collection(collection)?;
@@ -413,16 +426,30 @@ impl Engine {
         k: usize,
         opts: impl Into<SearchOptions>,
     ) -> Result<SearchResults, EngineError> {
-        self.collection(collection)?;
+        let before = self.collection(collection)?;
         if query.trim().is_empty() {
             return Err(EngineError::InvalidInput("the query is empty".into()));
         }
+        let opts = opts.into();
+        // A drop (and an ingest making the collection again) can pull the index folder
+        // from under a search that held the old index: it fails, and is run once more
+        // over what the collection is now, or is not found when it is gone.
+        let ranked = match self.search_keys(collection, query, k, opts) {
+            Ok(r) => r,
+            Err(e) => match self.store.collection(collection)? {
+                None => return Err(self.unless_gone(collection, e)),
+                Some(now) if now.generation != before.generation => self
+                    .search_keys(collection, query, k, opts)
+                    .map_err(|e| self.unless_gone(collection, e))?,
+                Some(_) => return Err(e),
+            },
+        };
         let Ranked {
             hits,
             mode,
             fallback,
             reranked,
-        } = self.search_keys(collection, query, k, opts)?;
+        } = ranked;
         let mut docs: HashMap<DocKey, DocumentRecord> = HashMap::new();
         let mut out = Vec::with_capacity(hits.len());
         for h in hits {
@@ -504,6 +531,12 @@ impl Engine {
     /// Delete a collection and its index.
     pub fn drop_collection(&self, name: &str) -> Result<(), EngineError> {
         self.collection(name)?;
+        // Both index maps stay locked from the commit until the folders are moved aside
+        // (the order every other path takes them in: keyword, then vectors): a search
+        // cannot open the old folder in between and leave an index over deleted files
+        // in the map, for the next ingest of the name to write into.
+        let mut keyword = self.indexes.lock().expect("index map lock");
+        let mut vectors = self.vectors.lock().expect("vector map lock");
         let mut b = self.store.begin()?;
         b.delete_collection(name)?;
         b.commit()?;
@@ -512,13 +545,15 @@ impl Engine {
         let tenant = crate::cached::tenant_of(name);
         self.cache
             .delete_tag(&neuralcore_cache::collection_tag(tenant, name));
-        self.indexes.lock().expect("index map lock").remove(name);
-        self.forget_vectors(name);
+        keyword.remove(name);
+        vectors.remove(name);
         let dirs = [
             self.index_root.as_ref().map(|r| r.join(name)),
             self.data_dir.as_ref().map(|d| d.join("vectors").join(name)),
         ];
-        for dir in dirs.into_iter().flatten() {
+        let moved: Vec<_> = dirs.into_iter().flatten().map(|d| move_aside(&d)).collect();
+        drop((keyword, vectors));
+        for dir in moved.into_iter().flatten() {
             remove_index_dir(&dir);
         }
         Ok(())
@@ -536,22 +571,27 @@ impl Engine {
     }
 }
 
-/// Delete a dropped collection's index folder. The drop is committed by then, so this
-/// cannot fail it: a background merge of the keyword index may still write into the
-/// folder (deleting it then fails with "directory not empty"), so it is first renamed
-/// out of the way, then deleted, again a moment later if need be; what is left is only
-/// logged, under a name no collection has (`.dropped-…`), and swept by the next open.
-fn remove_index_dir(dir: &std::path::Path) {
+/// The index folder `dir` of a dropped collection renamed to a name no collection has
+/// (`.dropped-…`), or `dir` itself when it cannot be; `None` when there is none.
+fn move_aside(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     if !dir.exists() {
-        return;
+        return None;
     }
     static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let trash = dir.with_file_name(format!(".dropped-{}-{n}", std::process::id()));
-    let target = match std::fs::rename(dir, &trash) {
+    Some(match std::fs::rename(dir, &trash) {
         Ok(()) => trash,
         Err(_) => dir.to_path_buf(),
-    };
+    })
+}
+
+/// Delete a dropped collection's index folder (moved aside by [`move_aside`]). The drop is committed by then, so this
+/// cannot fail it: a background merge of the keyword index may still write into the
+/// folder (deleting it then fails with "directory not empty"), so it is first renamed
+/// out of the way, then deleted, again a moment later if need be; what is left is only
+/// logged, under a name no collection has (`.dropped-…`), and swept by the next open.
+fn remove_index_dir(target: &std::path::Path) {
     for wait_ms in [0u64, 50, 200, 1000] {
         std::thread::sleep(std::time::Duration::from_millis(wait_ms));
         match std::fs::remove_dir_all(&target) {

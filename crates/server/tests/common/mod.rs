@@ -182,6 +182,12 @@ pub fn server_configured(
     configure: impl FnOnce(&mut Config),
     make_keys: impl FnOnce(&KeyStore),
 ) -> Server {
+    // The server's warnings and errors go to the test's output: a 500's detail is in
+    // the log only, and a CI failure must show it.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_test_writer()
+        .try_init();
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let mut config = Config::default();
