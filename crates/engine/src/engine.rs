@@ -594,7 +594,7 @@ fn move_aside(dir: &std::path::Path) -> Option<std::path::PathBuf> {
 fn remove_index_dir(target: &std::path::Path) {
     for wait_ms in [0u64, 50, 200, 1000] {
         std::thread::sleep(std::time::Duration::from_millis(wait_ms));
-        match std::fs::remove_dir_all(&target) {
+        match std::fs::remove_dir_all(target) {
             Ok(()) => return,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) if wait_ms == 1000 => {
