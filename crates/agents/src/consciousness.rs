@@ -1431,8 +1431,8 @@ impl<'a> Run<'a> {
         ));
     }
 
-    /// Trust signals: a recalled memory cited by a supported sentence was used; one
-    /// graded out, or kept but not cited, was ignored.
+    /// Trust signals about the question: a recalled memory cited by a supported sentence
+    /// was used; one graded out, or kept but not cited, was ignored.
     fn signal_memories(
         &mut self,
         answer: &Answer,
@@ -1461,7 +1461,11 @@ impl<'a> Run<'a> {
             } else {
                 neuralcore_memory::Signal::Ignored
             };
-            match mem.store().signal(&r.id, signal, self.run_id, now) {
+            // About this question: `feedback export` makes a training pair of it.
+            match mem
+                .store()
+                .signal_about(&r.id, signal, self.run_id, Some(self.question), now)
+            {
                 Ok(m) => memories.push(MemorySignal {
                     id: r.id.clone(),
                     verdict: r.verdict,

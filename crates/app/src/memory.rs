@@ -119,6 +119,11 @@ pub struct MemoryListQuery {
 pub struct MemorySignalReq {
     /// used, confirmed, ignored or corrected.
     pub signal: Signal,
+    /// The question the memory answered (used, confirmed) or failed (ignored,
+    /// corrected), kept in its audit entry; `neuralcore feedback export` makes a
+    /// training pair of it. At most 16 KiB.
+    #[serde(default)]
+    pub query: Option<String>,
 }
 
 /// A link from one memory.
@@ -320,16 +325,40 @@ impl App {
             .collect())
     }
 
-    /// Send a trust signal to one of the tenant's memories.
+    /// Send a trust signal to one of the tenant's memories, about the question `query`
+    /// when one is named.
     pub fn memory_signal(
         &self,
         tenant: &Tenant,
         id: &str,
         signal: Signal,
+        query: Option<&str>,
     ) -> Result<Memory, AppError> {
         let now = now_ms();
         self.own_memory(tenant, id, now)?;
-        Ok(shown(self.memory_store()?.signal(id, signal, "api", now)?))
+        Ok(shown(
+            self.memory_store()?
+                .signal_about(id, signal, "api", query, now)?,
+        ))
+    }
+
+    /// The tenant's feedback as labelled (question, passage, label) pairs: one per
+    /// question a memory was signalled about (see [`neuralcore_memory::feedback`]),
+    /// archived memories included.
+    pub fn feedback(&self, tenant: &Tenant) -> Result<neuralcore_memory::Feedback, AppError> {
+        let filter = neuralcore_memory::Filter {
+            statuses: vec![
+                neuralcore_memory::Status::Active,
+                neuralcore_memory::Status::Archived,
+            ],
+            tenant: tenant.as_str().to_string(),
+            ..Default::default()
+        };
+        Ok(neuralcore_memory::feedback::pairs(
+            &*self.memory_store()?,
+            &filter,
+            now_ms(),
+        )?)
     }
 
     /// Link two of the tenant's memories.

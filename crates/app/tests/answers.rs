@@ -696,11 +696,18 @@ fn memory_searches_are_cached_until_any_memory_write_and_never_across_tenants() 
     assert_eq!(memory_hits(&app), h);
 
     // A signal changes the trust a search shows.
-    app.memory_signal(&acme, &fridays, neuralcore_memory::Signal::Confirmed)
+    app.memory_signal(&acme, &fridays, neuralcore_memory::Signal::Confirmed, None)
         .unwrap();
     let after = memory_search(&app, &acme, q);
     assert_ne!(after, first, "the trust before the signal was served");
     assert_eq!(memory_hits(&app), h);
+    // A signal about a question is acme's feedback, never globex's.
+    app.memory_signal(&acme, &fridays, neuralcore_memory::Signal::Used, Some(q))
+        .unwrap();
+    let fb = app.feedback(&acme).unwrap();
+    assert_eq!(fb.pairs.len(), 1, "{fb:?}");
+    assert_eq!((fb.pairs[0].question.as_str(), fb.pairs[0].label), (q, 1.0));
+    assert!(app.feedback(&globex).unwrap().pairs.is_empty());
 
     // A new memory appears; a forgotten one goes.
     memory_add(&app, &acme, "The deploy runs on Mondays since March.");
@@ -766,8 +773,8 @@ fn randomized_memory_writes_and_searches_never_serve_a_stale_result() {
                 let (a, b) = &ids[rng.next(ids.len())];
                 let s = signals[rng.next(signals.len())];
                 // Both fail alike on a forgotten memory.
-                let ra = cached.memory_signal(&t, a, s).map(|m| m.trust);
-                let rb = plain.memory_signal(&t, b, s).map(|m| m.trust);
+                let ra = cached.memory_signal(&t, a, s, None).map(|m| m.trust);
+                let rb = plain.memory_signal(&t, b, s, None).map(|m| m.trust);
                 assert_eq!(ra.is_ok(), rb.is_ok(), "step {step}");
             }
             3 if !ids.is_empty() => {

@@ -182,6 +182,11 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The users' own feedback: export it as training pairs for `train evaluator`.
+    Feedback {
+        #[command(subcommand)]
+        what: FeedbackCommand,
+    },
     /// Train models on CPU from labelled data (the held-out curve is printed per epoch;
     /// run it again to resume from the last checkpoint).
     Train {
@@ -533,6 +538,21 @@ enum EvalCommand {
         /// --derive: the seed of the deterministic draw.
         #[arg(long, default_value_t = 15)]
         seed: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum FeedbackCommand {
+    /// Write the trust signals sent about a question as labelled (question, passage,
+    /// label) JSON lines, which `train evaluator --pairs FILE` reads: a memory used or
+    /// confirmed for a question is relevant to it, one ignored or corrected is not (the
+    /// loop signals every memory it recalls; `memory signal ID SIGNAL --query Q` adds a
+    /// user's word, which outranks the loop's). One pair per (question, memory); signals
+    /// that named no question give none. Archived memories count, purged ones do not.
+    Export {
+        /// Output file, replaced whole (default: standard output).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -1206,6 +1226,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             memory::run(g.json, engine, &g.data_dir, what)
         }
         Command::Models { what } => models(g, what),
+        Command::Feedback {
+            what: FeedbackCommand::Export { out },
+        } => {
+            let config = load_config(g)?;
+            let tenant = neuralcore_app::Tenant::new(&config.mind.tenant)?;
+            // The memory store is what is read: the blackboard is not opened.
+            let app = neuralcore_app::App::open(
+                &g.data_dir,
+                config,
+                neuralcore_app::OpenOptions {
+                    agent_dirs: Vec::new(),
+                    mind: Some(neuralcore_mind::Mind::memory()),
+                },
+            )?;
+            train::export_feedback(&app.feedback(&tenant)?, out.as_deref(), g.quiet, g.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Train { what } => {
             let (what, a) = match what {
                 TrainCommand::Evaluator(a) => (train::Trained::Evaluator, a),

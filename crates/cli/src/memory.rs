@@ -95,6 +95,10 @@ pub enum MemoryCommand {
         /// Who sends it (recorded in the audit log).
         #[arg(long, default_value = "user")]
         by: String,
+        /// The question the memory answered (used, confirmed) or failed (ignored,
+        /// corrected); `neuralcore feedback export` makes a training pair of it.
+        #[arg(long, value_name = "QUESTION")]
+        query: Option<String>,
     },
     /// Relate two nodes: FROM KIND TO, KIND one of SUPERSEDES, PARTIAL_UPDATE,
     /// RELATED_TO, CONTRADICTS, DERIVED_FROM, MENTIONS, PART_OF.
@@ -428,9 +432,14 @@ pub fn run(json: bool, engine: Engine, data_dir: &Path, what: MemoryCommand) -> 
                 show_list(&v);
             }
         }
-        MemoryCommand::Signal { id, signal, by } => {
+        MemoryCommand::Signal {
+            id,
+            signal,
+            by,
+            query,
+        } => {
             let s = parse_signal(&signal)?;
-            let m = store.signal(&id, s, &by, now)?;
+            let m = store.signal_about(&id, s, &by, query.as_deref(), now)?;
             if json {
                 print(serde_json::to_value(strip(m))?)?;
             } else {

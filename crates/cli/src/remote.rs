@@ -558,12 +558,17 @@ pub fn memory(r: &Remote, json: bool, what: MemoryCommand) -> Result<ExitCode> {
             }
         }
         // The server records the key's tenant and prefix as who signalled.
-        MemoryCommand::Signal { id, signal, by: _ } => {
+        MemoryCommand::Signal {
+            id,
+            signal,
+            by: _,
+            query,
+        } => {
             let s = parse_signal(&signal)?;
             let v: Value = r.call(
                 "POST",
                 &path_of(&id, "/signal"),
-                Some(&json!({"signal": s})),
+                Some(&json!({"signal": s, "query": query})),
             )?;
             one(json, &v)?;
         }

@@ -247,6 +247,67 @@ pub fn run(
     Ok(())
 }
 
+/// `feedback export`: the pairs as JSON lines to `out` (written beside it, then renamed
+/// over it, so a failed export leaves the old file whole) or to standard output, and
+/// what was found on standard error (or, with `--json` and a file, standard output).
+pub fn export_feedback(
+    f: &neuralcore_memory::Feedback,
+    out: Option<&Path>,
+    quiet: bool,
+    json: bool,
+) -> Result<()> {
+    let mut text = String::new();
+    for p in &f.pairs {
+        text.push_str(&serde_json::to_string(p)?);
+        text.push('\n');
+    }
+    let relevant = f.pairs.iter().filter(|p| p.label == 1.0).count();
+    let summary = format!(
+        "{} pairs ({relevant} relevant, {} not) from {} memories; {} signals named no question{}",
+        f.pairs.len(),
+        f.pairs.len() - relevant,
+        f.memories,
+        f.without_question,
+        if f.pairs.is_empty() {
+            " (signals about a question come from asks with memory recall, and from \
+             `memory signal ID SIGNAL --query QUESTION`)"
+        } else {
+            ""
+        }
+    );
+    match out {
+        None => {
+            use std::io::Write;
+            std::io::stdout().write_all(text.as_bytes())?;
+        }
+        Some(path) => {
+            let name = path
+                .file_name()
+                .with_context(|| format!("{} names no file", path.display()))?;
+            let tmp = path.with_file_name(format!(".{}.partial", name.to_string_lossy()));
+            std::fs::write(&tmp, &text)
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })
+                .with_context(|| format!("cannot write the pairs to {}", path.display()))?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"out": path, "pairs": f.pairs.len(), "relevant": relevant,
+                        "memories": f.memories, "signals": f.signals,
+                        "without_question": f.without_question})
+                );
+                return Ok(());
+            }
+        }
+    }
+    if !quiet {
+        eprintln!("{summary}");
+    }
+    Ok(())
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     neuralcore_models::hub::sha256_hex(bytes)
 }

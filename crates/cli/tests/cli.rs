@@ -2582,3 +2582,134 @@ fn fixture_llm_slow_a_replica_killed_mid_ask_gives_its_client_an_error_and_write
         std::panic::resume_unwind(e);
     }
 }
+
+/// `feedback export` (issue 16): the loop's used/ignored signals from an ask with memory
+/// recall and a user's `memory signal … --query` become labelled pairs, one per
+/// (question, memory), which `train evaluator --pairs` reads; a user's word outranks the
+/// loop's, and bad input is a clear error that leaves the old export whole.
+#[test]
+fn feedback_export_makes_training_pairs_from_signals_about_questions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let m = |args: &[&str]| run_with_model(&data, args);
+    let id_of = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let deploy = id_of(m(&["memory", "add", "The deploy runs on Fridays at noon."]));
+    let soup = id_of(m(&[
+        "memory",
+        "add",
+        "The cafeteria serves soup on Mondays.",
+    ]));
+    assert!(m(&["ingest", examples().to_str().unwrap()])
+        .status
+        .success());
+    let q = "When does the deploy run?";
+    let report = json(&m(&["--json", "ask", q, "--memory"]));
+    let signalled = report["memories"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !signalled.is_empty(),
+        "the ask recalled no memory: {report}"
+    );
+    // The user's word on the soup memory, for the same question and another.
+    id_of(m(&["memory", "signal", &soup, "corrected", "--query", q]));
+    id_of(m(&[
+        "memory",
+        "signal",
+        &deploy,
+        "confirmed",
+        "--query",
+        "  ",
+    ]));
+    id_of(m(&["memory", "signal", &soup, "confirmed"]));
+
+    let out_file = tmp.path().join("pairs.jsonl");
+    let s = json(&m(&[
+        "--json",
+        "feedback",
+        "export",
+        "--out",
+        out_file.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    let pairs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(s["pairs"], pairs.len(), "{s}");
+    assert_eq!(s["without_question"], 2, "{s}");
+    let of = |id: &str| {
+        pairs
+            .iter()
+            .filter(|p| p["source"].as_str().unwrap().contains(id))
+            .collect::<Vec<_>>()
+    };
+    let soup_pairs = of(&soup);
+    assert_eq!(
+        soup_pairs.len(),
+        1,
+        "one pair per (question, memory): {text}"
+    );
+    assert_eq!(soup_pairs[0]["question"], q);
+    assert_eq!(soup_pairs[0]["label"], 0.0);
+    assert!(soup_pairs[0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with(":corrected"));
+    // Every memory the loop signalled gave a pair for the question, labelled as signalled.
+    for sig in &signalled {
+        let id = sig["id"].as_str().unwrap();
+        let p = of(id);
+        assert_eq!(p.len(), 1, "{id}: {text}");
+        if id == deploy {
+            let want = if sig["signal"] == "used" { 1.0 } else { 0.0 };
+            assert_eq!(p[0]["label"], want, "{sig} {text}");
+            assert_eq!(p[0]["passage"], "The deploy runs on Fridays at noon.");
+        }
+    }
+    // The trainer reads the export as it is.
+    let t = json(&m(&[
+        "--json",
+        "train",
+        "evaluator",
+        "--pairs",
+        out_file.to_str().unwrap(),
+        "--dry-run",
+    ]));
+    assert_eq!(t["pairs"], pairs.len(), "{t}");
+    // Without --out the pairs go to stdout, the same lines.
+    let out = m(&["feedback", "export"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), text);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pairs ("));
+
+    // Bad input: a folder that is not there, a question too long; the export is whole.
+    let out = m(&[
+        "feedback",
+        "export",
+        "--out",
+        "/nonexistent-dir/pairs.jsonl",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot write the pairs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let long = "q".repeat(16 * 1024 + 1);
+    let out = m(&["memory", "signal", &deploy, "used", "--query", &long]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bytes, more than"));
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), text);
+    // Nothing signalled about a question: no pairs, and the export says where they come from.
+    let empty = tmp.path().join("empty");
+    let out = run_with_model(&empty, &["feedback", "export"]);
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--query QUESTION"));
+}

@@ -204,6 +204,9 @@ pub struct MemorySignalArgs {
     pub id: String,
     /// What happened to it: used, confirmed, ignored or corrected.
     pub signal: Signal,
+    /// The question it answered or failed (kept for training the evaluator).
+    #[serde(default)]
+    pub query: Option<String>,
 }
 
 /// A relation between two memories (the memory store's names).

@@ -494,7 +494,7 @@ impl NeuralcoreMcp {
             Err(e) => return Ok(e),
         };
         Ok(self
-            .run(move |app| app.memory_signal(&who.tenant, &a.id, signal))
+            .run(move |app| app.memory_signal(&who.tenant, &a.id, signal, a.query.as_deref()))
             .await)
     }
 

@@ -107,6 +107,7 @@ fn entry(id: &str, event: &str, before: f64, after: f64) -> AuditEntry {
         by: "test".into(),
         at_ms: T0,
         note: String::new(),
+        query: None,
     }
 }
 
@@ -148,6 +149,7 @@ conformance!(
     check_ids_unique_across_stores,
     check_update_atomic,
     check_signal_steps,
+    check_signal_questions,
     check_clamp,
     check_decay,
     check_frequent_sweeps_keep_decay,

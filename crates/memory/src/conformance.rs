@@ -130,6 +130,7 @@ pub fn check_all(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
     check_ids_unique_across_stores(make);
     check_update_atomic(make);
     check_signal_steps(make);
+    check_signal_questions(make);
     check_clamp(make);
     check_decay(make);
     check_frequent_sweeps_keep_decay(make);
@@ -143,6 +144,99 @@ pub fn check_all(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
     check_concurrent_used(make);
     check_concurrent_mixed(make);
     check_version(make);
+}
+
+/// A signal's question is kept in its audit entry (blank counts as none, too long is
+/// refused and changes nothing), and [`crate::feedback::pairs`] makes one labelled pair
+/// per (question, memory): a user's signal outranks the loop's, the latest of equal
+/// weight wins, and signals without a question give none.
+pub fn check_signal_questions(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
+    let s = store_with(make, NO_DECAY);
+    let a = s.add(text("The vault code is ZQX4471."), "u", T0).unwrap();
+    let b = s
+        .add(text("The cafeteria opens at nine."), "u", T0)
+        .unwrap();
+    let q = "What is the vault code?";
+    s.signal_about(&a.id, Signal::Used, "run-1", Some(q), T0 + 1)
+        .unwrap();
+    s.signal_about(&b.id, Signal::Ignored, "run-1", Some(q), T0 + 1)
+        .unwrap();
+    // The loop later ignored a; the user had confirmed it in between: the user wins.
+    s.signal_about(&a.id, Signal::Confirmed, "user", Some(q), T0 + 2)
+        .unwrap();
+    s.signal_about(&a.id, Signal::Ignored, "run-2", Some(q), T0 + 3)
+        .unwrap();
+    // b used for another question, then the loop's latest word on it there: ignored.
+    let q2 = "When does the cafeteria open?";
+    s.signal_about(&b.id, Signal::Used, "run-3", Some(q2), T0 + 4)
+        .unwrap();
+    s.signal_about(&b.id, Signal::Ignored, "run-4", Some(q2), T0 + 5)
+        .unwrap();
+    s.signal_about(&b.id, Signal::Used, "run-5", Some("  "), T0 + 6)
+        .unwrap();
+    s.signal(&b.id, Signal::Confirmed, "user", T0 + 7).unwrap();
+    let too_long = "q".repeat(crate::MAX_QUERY_BYTES + 1);
+    let before = s.audit(&a.id).unwrap().len();
+    assert!(is_invalid(s.signal_about(
+        &a.id,
+        Signal::Used,
+        "u",
+        Some(&too_long),
+        T0 + 8
+    )));
+    assert_eq!(s.audit(&a.id).unwrap().len(), before);
+    let log = s.audit(&a.id).unwrap();
+    assert_eq!(log[1].query.as_deref(), Some(q));
+    assert_eq!(log[0].query, None, "create names no question");
+
+    let f = crate::feedback::pairs(&s, &Filter::default(), T0 + 9).unwrap();
+    let got: Vec<(&str, &str, f32)> = f
+        .pairs
+        .iter()
+        .map(|p| (p.question.as_str(), p.passage.as_str(), p.label))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (q, "The cafeteria opens at nine.", 0.0),
+            (q, "The vault code is ZQX4471.", 1.0),
+            (q2, "The cafeteria opens at nine.", 0.0),
+        ]
+    );
+    assert_eq!(
+        f.pairs[1].source,
+        format!("feedback:memory:{}:confirmed", a.id)
+    );
+    assert_eq!((f.memories, f.signals, f.without_question), (2, 6, 2));
+    // A memory archived keeps its pairs when archived ones are asked for; other
+    // tenants' memories are not read.
+    s.forget(&b.id, "user", T0 + 10).unwrap();
+    assert_eq!(
+        crate::feedback::pairs(&s, &Filter::default(), T0 + 11)
+            .unwrap()
+            .pairs
+            .len(),
+        1
+    );
+    let all = Filter {
+        statuses: vec![Status::Active, Status::Archived],
+        ..Default::default()
+    };
+    assert_eq!(
+        crate::feedback::pairs(&s, &all, T0 + 11)
+            .unwrap()
+            .pairs
+            .len(),
+        3
+    );
+    let other = Filter {
+        tenant: "someone-else".into(),
+        ..all
+    };
+    assert!(crate::feedback::pairs(&s, &other, T0 + 11)
+        .unwrap()
+        .pairs
+        .is_empty());
 }
 
 /// A new memory starts active at the initial trust with a `create` audit entry, and
@@ -454,6 +548,7 @@ pub fn check_duplicate_insert(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
         by: "x".into(),
         at_ms: T0,
         note: String::new(),
+        query: None,
     };
     assert!(is_conflict(s.backend().insert(&copy, &[entry])));
     assert_eq!(s.get(&m.id, T0).unwrap().text, "original");
@@ -485,6 +580,7 @@ pub fn check_update_atomic(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
         by: "t".into(),
         at_ms: T0 + 1,
         note: event.into(),
+        query: None,
     };
     let r = b.update(&m.id, &mut |m| {
         m.trust = 0.9;

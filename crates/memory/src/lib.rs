@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod conformance;
 pub mod error;
+pub mod feedback;
 pub mod graph;
 pub mod memory_backend;
 pub mod redb_backend;
@@ -29,10 +30,13 @@ pub mod types;
 
 pub use backend::MemoryBackend;
 pub use error::{MemResult, MemoryError};
+pub use feedback::Feedback;
 pub use memory_backend::InMemoryBackend;
 pub use redb_backend::RedbBackend;
 pub use rerank::MemoryRanker;
 pub use search::{MemHit, MemorySearchOptions, MemorySearcher};
-pub use store::{memory_id, now_ms, MemoryStore, NewMemory, SweepReport, MAX_TEXT_BYTES};
+pub use store::{
+    memory_id, now_ms, MemoryStore, NewMemory, SweepReport, MAX_QUERY_BYTES, MAX_TEXT_BYTES,
+};
 pub use trust::TrustConfig;
 pub use types::{AuditEntry, Filter, Kind, MemScope, Memory, RelKind, Relation, Signal, Status};

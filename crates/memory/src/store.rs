@@ -25,6 +25,9 @@ pub fn now_ms() -> u64 {
 /// Longest memory text, in bytes.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
+/// Longest question a signal may name, in bytes (as long as the loop accepts).
+pub const MAX_QUERY_BYTES: usize = 16 * 1024;
+
 /// Trust changes smaller than this are not written as decay.
 const EPS: f64 = 1e-9;
 
@@ -81,6 +84,7 @@ fn audit(m: &Memory, event: &str, before: f64, by: &str, now_ms: u64, note: Stri
         by: by.to_string(),
         at_ms: now_ms,
         note,
+        query: None,
     }
 }
 
@@ -266,6 +270,27 @@ impl MemoryStore {
     /// archived memory still count (a `confirmed` can lift it, but only `restore`
     /// reactivates it); on a purged one they are an error.
     pub fn signal(&self, id: &str, s: Signal, by: &str, now_ms: u64) -> MemResult<Memory> {
+        self.signal_about(id, s, by, None, now_ms)
+    }
+
+    /// [`MemoryStore::signal`] about the question `query` (kept in the audit entry, for
+    /// [`crate::feedback::pairs`]); a blank one counts as none, a longer one than
+    /// [`MAX_QUERY_BYTES`] is an error.
+    pub fn signal_about(
+        &self,
+        id: &str,
+        s: Signal,
+        by: &str,
+        query: Option<&str>,
+        now_ms: u64,
+    ) -> MemResult<Memory> {
+        let query = query.map(str::trim).filter(|q| !q.is_empty());
+        if let Some(q) = query.filter(|q| q.len() > MAX_QUERY_BYTES) {
+            return Err(MemoryError::Invalid(format!(
+                "the signal's question is {} bytes, more than {MAX_QUERY_BYTES}",
+                q.len()
+            )));
+        }
         self.backend.update(id, &mut |m| {
             if m.status == Status::Purged {
                 return Err(MemoryError::Invalid(format!("memory {id} was purged")));
@@ -279,14 +304,17 @@ impl MemoryStore {
             if s != Signal::Ignored {
                 m.last_used_at_ms = now_ms.max(m.last_used_at_ms);
             }
-            out.push(audit(
-                m,
-                s.as_str(),
-                before,
-                by,
-                now_ms,
-                format!("step {:+.2}", self.cfg.step(s)),
-            ));
+            out.push(AuditEntry {
+                query: query.map(str::to_string),
+                ..audit(
+                    m,
+                    s.as_str(),
+                    before,
+                    by,
+                    now_ms,
+                    format!("step {:+.2}", self.cfg.step(s)),
+                )
+            });
             // A signal may archive; only a sweep purges (a `confirmed` never erases).
             if m.status == Status::Active {
                 self.transition(m, by, now_ms, &mut out);

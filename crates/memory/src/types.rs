@@ -203,6 +203,11 @@ pub struct AuditEntry {
     pub at_ms: u64,
     /// A note (the reason, the status change).
     pub note: String,
+    /// For a signal: the question it was about, when one was named (the loop names the
+    /// question it answered; a user may). `neuralcore feedback export` makes training
+    /// pairs of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
 }
 
 impl AuditEntry {

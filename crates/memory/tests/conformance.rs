@@ -71,6 +71,7 @@ conformance_tests!(
     check_ids_unique_across_stores,
     check_update_atomic,
     check_signal_steps,
+    check_signal_questions,
     check_clamp,
     check_decay,
     check_frequent_sweeps_keep_decay,

@@ -143,7 +143,7 @@ pub async fn signal(
     caller.require(Scope::Write)?;
     let tenant = caller.tenant().clone();
     Ok(Json(
-        st.blocking(move |app| app.memory_signal(&tenant, &id, req.signal))
+        st.blocking(move |app| app.memory_signal(&tenant, &id, req.signal, req.query.as_deref()))
             .await?,
     ))
 }
