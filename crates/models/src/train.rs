@@ -491,7 +491,11 @@ pub fn train_evaluator(
     // Resume.
     let ck = checkpoint_path(out);
     let mut curve: Vec<EpochStats> = Vec::new();
-    let fingerprint = serde_json::to_string(&(opts, &b.sha256, pairs.len())).expect("serializable");
+    // The pairs themselves, not only their number: a checkpoint of other data of the
+    // same size (another conversation's pairs, a re-export) is not resumed.
+    let pairs_sha = crate::hub::sha256_hex(&serde_json::to_vec(pairs).expect("serializable"));
+    let fingerprint =
+        serde_json::to_string(&(opts, &b.sha256, pairs.len(), pairs_sha)).expect("serializable");
     if ck.is_file() {
         let saved = candle_core::safetensors::load(&ck, &Device::Cpu)
             .map_err(|e| inv(format!("{}: {e}", ck.display())))?;

@@ -155,6 +155,20 @@ fn the_artifact_scores_as_training_did_and_is_deterministic_and_resumable() {
     assert_eq!(resumed, Some(1));
     assert_eq!(m.curve.len(), 2);
     assert_eq!(bytes(a.path()), bytes(c.path()));
+
+    // Other pairs of the same number are other data: trained afresh, not resumed
+    // (the checkpoint once knew only the count, and took another set's for its own).
+    let mut other = data.clone();
+    other[0].passage.push_str(" Changed.");
+    let mut resumed = None;
+    train_evaluator(&base(), "tiny", &other, vec![], &o, c.path(), &mut |p| {
+        if let Progress::Resumed(n) = p {
+            resumed = Some(n);
+        }
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(resumed, None);
 }
 
 #[test]
