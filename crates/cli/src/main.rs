@@ -473,6 +473,19 @@ enum EvalCommand {
         /// apart from --conversations for a held-out figure).
         #[arg(long)]
         fit: Option<String>,
+        /// Also rerank the memory system's first N hits with the cross-encoder of
+        /// `rerank.model` (e.g. one `train reranker` made), blended with their score by
+        /// `rerank.blend`: an extra row, `memory+rerankN`.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        rerank: usize,
+        /// Write training pairs of these conversations for `train reranker --pairs`:
+        /// each question's evidence turns relevant, the memory system's best other hits
+        /// (up to --negatives) not.
+        #[arg(long, value_name = "FILE")]
+        pairs_out: Option<PathBuf>,
+        /// Hard negatives per question for --pairs-out.
+        #[arg(long, default_value_t = 4)]
+        negatives: usize,
     },
     /// Evaluate answers: SQuAD 2.0 or HotpotQA (a file, or a folder holding one), or a
     /// set derived from SQuAD 2.0 (--derive).
@@ -1200,6 +1213,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     k,
                     per_question,
                     fit,
+                    rerank,
+                    pairs_out,
+                    negatives,
                 },
         } => {
             let engine = open(g, eval_config(g)?)?;
@@ -1213,6 +1229,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     k,
                     per_question,
                     fit,
+                    rerank,
+                    pairs_out,
+                    negatives,
                 },
             )?;
             Ok(ExitCode::SUCCESS)

@@ -530,6 +530,31 @@ pub struct LocomoArgs {
     pub k: usize,
     pub per_question: Option<std::path::PathBuf>,
     pub fit: Option<String>,
+    /// Rerank the memory system's first N with `rerank.model` (0: no such row).
+    pub rerank: usize,
+    /// Write training pairs of the evaluated conversations here.
+    pub pairs_out: Option<std::path::PathBuf>,
+    /// Hard negatives per question in those pairs.
+    pub negatives: usize,
+}
+
+/// What a cross-encoder reads of a memory: who said it and when, the text, and the
+/// turn it answers (the questions name speakers and ask when).
+fn memory_passage(m: &neuralcore_memory::Memory) -> String {
+    let meta = |k: &str| m.metadata.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let mut p = String::new();
+    if !meta("speaker").is_empty() {
+        p.push_str(meta("speaker"));
+        if let Some(d) = m.occurred_at.as_deref().filter(|d| !d.is_empty()) {
+            p.push_str(&format!(" ({d})"));
+        }
+        p.push_str(": ");
+    }
+    p.push_str(&m.text);
+    if !meta("context").is_empty() {
+        p.push_str(&format!(" [replying to {}]", meta("context")));
+    }
+    p
 }
 
 /// Every turn of `set` as an episode memory: speaker, turn id, the turn it answers
@@ -741,6 +766,57 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         rerank_keyword: None,
         ..mcfg.search_options(a.k, Filter::default())
     };
+    if let Some(p) = &a.pairs_out {
+        // The memory system's best hits that are not evidence are the hard negatives.
+        let mut text = String::new();
+        let (mut pos, mut neg) = (0, 0);
+        let deep = MemorySearchOptions {
+            k: a.negatives + 10,
+            ..memory.clone()
+        };
+        for q in set.questions.iter().filter(|q| !q.evidence.is_empty()) {
+            let mut line = |passage: &str, label: f32, id: &str| -> Result<()> {
+                let pair = neuralcore_core::pairs::Pair {
+                    question: q.question.clone(),
+                    passage: passage.to_string(),
+                    label,
+                    source: format!("locomo:{}:{id}", q.conversation),
+                };
+                text.push_str(&serde_json::to_string(&pair)?);
+                text.push('\n');
+                Ok(())
+            };
+            // In the order stored, so the pairs (and a model trained on them) repeat.
+            for m in &mems {
+                let d = &dia[&m.id];
+                if m.scope.project == q.conversation && q.evidence.contains(d) {
+                    line(&memory_passage(m), 1.0, d)?;
+                    pos += 1;
+                }
+            }
+            let hits =
+                searcher.search(&q.question, &in_conversation(&deep, &q.conversation), now)?;
+            for h in hits
+                .iter()
+                .filter(|h| {
+                    dia.get(&h.memory.id)
+                        .is_some_and(|d| !q.evidence.contains(d))
+                })
+                .take(a.negatives)
+            {
+                line(&memory_passage(&h.memory), 0.0, &dia[&h.memory.id])?;
+                neg += 1;
+            }
+        }
+        std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+        if !quiet {
+            eprintln!(
+                "{} pairs ({pos} relevant, {neg} not) written to {}",
+                pos + neg,
+                p.display()
+            );
+        }
+    }
     let mut systems: Vec<(&str, MemorySearchOptions)> = vec![("memory", memory.clone())];
     if memory.rerank.is_some() || memory.rerank_keyword.is_some() {
         systems.push((
@@ -760,6 +836,25 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         )),
         None => None,
     };
+    let reranker = if a.rerank > 0 {
+        Some(engine.reranker_status().map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let rerank_label = format!("memory+rerank{}", a.rerank);
+    if reranker.is_some() {
+        systems.insert(
+            1,
+            (
+                rerank_label.as_str(),
+                MemorySearchOptions {
+                    k: a.k.max(a.rerank),
+                    ..memory.clone()
+                },
+            ),
+        );
+    }
+    let blend = engine.config().rerank.blend as f32;
     let mut rows = Vec::new();
     for (label, opts) in systems {
         // Without a model, search is keyword-only: only the vector row has nothing.
@@ -769,8 +864,26 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
         let mut runs = Vec::new();
         for (i, q) in set.questions.iter().enumerate() {
             let start = std::time::Instant::now();
-            let hits =
+            let mut hits =
                 searcher.search(&q.question, &in_conversation(&opts, &q.conversation), now)?;
+            if let (Some(r), true) = (&reranker, label == rerank_label) {
+                let n = a.rerank.min(hits.len());
+                let passages: Vec<String> = hits[..n]
+                    .iter()
+                    .map(|h| memory_passage(&h.memory))
+                    .collect();
+                let passages: Vec<&str> = passages.iter().map(String::as_str).collect();
+                let first: Vec<f32> = hits[..n].iter().map(|h| h.score).collect();
+                let scores = r.score(&q.question, &passages)?;
+                let mixed = neuralcore_engine::blended(&first, &scores, blend);
+                let mut order: Vec<usize> = (0..n).collect();
+                // Stable: equal scores keep the memory system's order.
+                order.sort_by(|&x, &y| mixed[y].total_cmp(&mixed[x]));
+                let mut head: Vec<_> = order.iter().map(|&i| hits[i].clone()).collect();
+                head.extend(hits.drain(n..));
+                hits = head;
+                hits.truncate(a.k);
+            }
             let ms = start.elapsed().as_secs_f64() * 1e3;
             let ids: Vec<String> = hits
                 .iter()

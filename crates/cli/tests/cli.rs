@@ -1146,6 +1146,77 @@ fn eval_locomo_fits_the_reranker_and_reports_side_by_side() {
     );
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not held out"));
+    // Training pairs for `train reranker --pairs`: the evidence turns relevant, the
+    // memory system's other hits not; the trainer reads them as they are.
+    let pairs = tmp.path().join("locomo-pairs.jsonl");
+    let p = pairs.to_str().unwrap();
+    let out = run(
+        &data,
+        &[
+            "eval",
+            "locomo",
+            f,
+            "--conversations",
+            "1-2",
+            "--pairs-out",
+            p,
+            "--negatives",
+            "2",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&pairs)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let relevant = lines.iter().filter(|l| l["label"] == 1.0).count();
+    assert!(relevant >= 6 && lines.len() > relevant, "{lines:?}");
+    assert!(lines
+        .iter()
+        .all(|l| l["source"].as_str().unwrap().starts_with("locomo:")));
+    let t = json(&run(
+        &data,
+        &["--json", "train", "reranker", "--pairs", p, "--dry-run"],
+    ));
+    assert_eq!(t["pairs"], lines.len(), "{t}");
+    // A cross-encoder over the memory system's hits is one more row; a reranker not in
+    // the model cache is a clear error.
+    let (models, _) = tiny_base_and_pairs(tmp.path(), 2);
+    let out = bin()
+        .env("NEURALCORE_EMBEDDING_MODEL_DIR", &models)
+        .env("NEURALCORE_RERANK_MODEL", "tiny")
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--json",
+            "eval",
+            "locomo",
+            f,
+        ])
+        .args(["--conversations", "3", "--rerank", "2"])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let systems: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        systems,
+        ["memory", "memory+rerank2", "fused", "bm25"],
+        "{v}"
+    );
+    let out = run(&data, &["eval", "locomo", f, "--rerank", "2"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reranker"), "{err}");
     // Bad input.
     let out = run(&data, &["eval", "locomo", f, "--fit", "2-x"]);
     assert!(!out.status.success());

@@ -28,7 +28,7 @@ pub use neuralcore_config::{
     MemoryBackendKind, MemorySettings, MindBackend, MindSettings, RerankConfig, SearchConfig,
     SearchMode, StoreBackendKind, StoreSettings, VectorBackendKind, VectorConfig, TEMPLATE,
 };
-pub use search::{fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
+pub use search::{blended, fuse, fuse_lists, Ranked, ScoredChunk, SearchOptions};
 pub use vectors::{embed_text, Vectors, TRAINED_EVALUATOR, TRAINED_MODELS, TRAINED_RERANKER};
 
 impl From<ConfigError> for EngineError {

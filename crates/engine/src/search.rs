@@ -329,19 +329,29 @@ impl Engine {
 /// Give each hit `(1 − blend) · reranker + blend · first stage`, the first-stage scores
 /// scaled to [0, 1] over these hits (all equal: each counts 1).
 fn blend_scores(hits: &mut [ScoredChunk], reranker: &[f32], blend: f32) {
-    let (lo, hi) = hits
-        .iter()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), h| {
-            (lo.min(h.score), hi.max(h.score))
-        });
-    for (h, &r) in hits.iter_mut().zip(reranker) {
-        let first = if hi > lo {
-            (h.score - lo) / (hi - lo)
-        } else {
-            1.0
-        };
-        h.score = (1.0 - blend) * r + blend * first;
+    let first: Vec<f32> = hits.iter().map(|h| h.score).collect();
+    for (h, s) in hits.iter_mut().zip(blended(&first, reranker, blend)) {
+        h.score = s;
     }
+}
+
+/// `(1 − blend) · reranker + blend · first stage` per candidate, the first-stage scores
+/// min-max scaled to [0, 1] over these candidates (all equal: each counts 1): how
+/// `rerank.blend` weighs a reranked list, for documents and for memories alike.
+pub fn blended(first: &[f32], reranker: &[f32], blend: f32) -> Vec<f32> {
+    let (lo, hi) = first
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| {
+            (lo.min(s), hi.max(s))
+        });
+    first
+        .iter()
+        .zip(reranker)
+        .map(|(&f, &r)| {
+            let scaled = if hi > lo { (f - lo) / (hi - lo) } else { 1.0 };
+            (1.0 - blend) * r + blend * scaled
+        })
+        .collect()
 }
 
 #[cfg(test)]
