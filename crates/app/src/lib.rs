@@ -566,10 +566,9 @@ pub fn search(
             },
         )
         .map_err(|e| match e {
-            // Dropped meanwhile: the engine's NotFound would list every tenant's collections.
-            neuralcore_engine::EngineError::NotFound(_)
-                if matches!(engine.store().collection(&stored), Ok(None)) =>
-            {
+            // Dropped meanwhile (and perhaps made again): the engine's NotFound for a
+            // collection lists every tenant's collections.
+            neuralcore_engine::EngineError::NotFound(m) if m.starts_with("collection ") => {
                 AppError::NotFound(format!("collection {:?} does not exist", req.collection))
             }
             e => e.into(),

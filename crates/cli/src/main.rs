@@ -560,8 +560,9 @@ enum FeedbackCommand {
     /// label) JSON lines, which `train evaluator --pairs FILE` reads: a memory used or
     /// confirmed for a question is relevant to it, one ignored or corrected is not (the
     /// loop signals every memory it recalls; `memory signal ID SIGNAL --query Q` adds a
-    /// user's word, which outranks the loop's). One pair per (question, memory); signals
-    /// that named no question give none. Archived memories count, purged ones do not.
+    /// user's). One pair per (question, memory): confirmed and corrected outrank used
+    /// and ignored, the latest of equal weight decides; signals that named no question
+    /// give none. Archived memories count, purged ones do not.
     Export {
         /// Output file, replaced whole (default: standard output).
         #[arg(long, short)]

@@ -875,6 +875,9 @@ pub fn eval_locomo(json: bool, quiet: bool, engine: &Engine, a: LocomoArgs) -> R
                 let passages: Vec<&str> = passages.iter().map(String::as_str).collect();
                 let first: Vec<f32> = hits[..n].iter().map(|h| h.score).collect();
                 let scores = r.score(&q.question, &passages)?;
+                if scores.len() != n {
+                    anyhow::bail!("the reranker gave {} scores for {n} passages", scores.len());
+                }
                 let mixed = neuralcore_engine::blended(&first, &scores, blend);
                 let mut order: Vec<usize> = (0..n).collect();
                 // Stable: equal scores keep the memory system's order.

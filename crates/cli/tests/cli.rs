@@ -2759,7 +2759,8 @@ fn feedback_export_makes_training_pairs_from_signals_about_questions() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), text);
     assert!(String::from_utf8_lossy(&out.stderr).contains("pairs ("));
 
-    // Bad input: a folder that is not there, a question too long; the export is whole.
+    // Bad input: a folder that is not there; a folder where the file should go (the
+    // rename over it fails, and nothing partial is left beside it); a question too long.
     let out = m(&[
         "feedback",
         "export",
@@ -2772,11 +2773,20 @@ fn feedback_export_makes_training_pairs_from_signals_about_questions() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let folder = tmp.path().join("taken");
+    std::fs::create_dir_all(folder.join("inside")).unwrap();
+    let out = m(&["feedback", "export", "--out", folder.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write the pairs"));
+    assert!(folder.join("inside").is_dir());
+    assert!(!tmp.path().join(".taken.partial").exists());
     let long = "q".repeat(16 * 1024 + 1);
     let out = m(&["memory", "signal", &deploy, "used", "--query", &long]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bytes, more than"));
-    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), text);
+    // Refused, the signal left nothing: the export is as it was.
+    let again = m(&["feedback", "export"]);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), text);
     // Nothing signalled about a question: no pairs, and the export says where they come from.
     let empty = tmp.path().join("empty");
     let out = run_with_model(&empty, &["feedback", "export"]);

@@ -531,12 +531,6 @@ impl Engine {
     /// Delete a collection and its index.
     pub fn drop_collection(&self, name: &str) -> Result<(), EngineError> {
         self.collection(name)?;
-        // Both index maps stay locked from the commit until the folders are moved aside
-        // (the order every other path takes them in: keyword, then vectors): a search
-        // cannot open the old folder in between and leave an index over deleted files
-        // in the map, for the next ingest of the name to write into.
-        let mut keyword = self.indexes.lock().expect("index map lock");
-        let mut vectors = self.vectors.lock().expect("vector map lock");
         let mut b = self.store.begin()?;
         b.delete_collection(name)?;
         b.commit()?;
@@ -545,15 +539,26 @@ impl Engine {
         let tenant = crate::cached::tenant_of(name);
         self.cache
             .delete_tag(&neuralcore_cache::collection_tag(tenant, name));
-        keyword.remove(name);
-        vectors.remove(name);
-        let dirs = [
-            self.index_root.as_ref().map(|r| r.join(name)),
-            self.data_dir.as_ref().map(|d| d.join("vectors").join(name)),
-        ];
-        let moved: Vec<_> = dirs.into_iter().flatten().map(|d| move_aside(&d)).collect();
-        drop((keyword, vectors));
-        for dir in moved.into_iter().flatten() {
+        // Each index map stays locked while its entry goes and its folder is moved aside
+        // (one at a time, after the commit: no search waits on the store's writer): an
+        // index a search opened over the old folder meanwhile is in the map by then and
+        // goes with it, and none can be opened over it after, to be left for the next
+        // ingest of the name to write into deleted files.
+        let keyword_dir = {
+            let mut keyword = self.indexes.lock().expect("index map lock");
+            keyword.remove(name);
+            self.index_root
+                .as_ref()
+                .and_then(|r| move_aside(&r.join(name)))
+        };
+        let vector_dir = {
+            let mut vectors = self.vectors.lock().expect("vector map lock");
+            vectors.remove(name);
+            self.data_dir
+                .as_ref()
+                .and_then(|d| move_aside(&d.join("vectors").join(name)))
+        };
+        for dir in [keyword_dir, vector_dir].into_iter().flatten() {
             remove_index_dir(&dir);
         }
         Ok(())

@@ -337,8 +337,10 @@ fn blend_scores(hits: &mut [ScoredChunk], reranker: &[f32], blend: f32) {
 
 /// `(1 − blend) · reranker + blend · first stage` per candidate, the first-stage scores
 /// min-max scaled to [0, 1] over these candidates (all equal: each counts 1): how
-/// `rerank.blend` weighs a reranked list, for documents and for memories alike.
+/// `rerank.blend` weighs a reranked list, for documents and for memories alike. One
+/// reranker score per candidate (a shorter list leaves the rest out).
 pub fn blended(first: &[f32], reranker: &[f32], blend: f32) -> Vec<f32> {
+    debug_assert_eq!(first.len(), reranker.len(), "one score per candidate");
     let (lo, hi) = first
         .iter()
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &s| {

@@ -394,26 +394,35 @@ fn a_search_racing_a_drop_is_answered_or_not_found() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let tmp = tempfile::tempdir().unwrap();
     let f = write(tmp.path(), "f.txt", "Okapis live in the Ituri rainforest.");
+    // Keyword only: without embedding, drops come fast enough to meet searches often.
     let e = Engine::open(&tmp.path().join("data"), Config::default()).unwrap();
     let stop = AtomicBool::new(false);
     let (answered, gone) = std::thread::scope(|s| {
-        let searcher = s.spawn(|| {
-            let (mut answered, mut gone) = (0, 0);
-            while !stop.load(Ordering::Relaxed) {
-                match e.search("c", "okapis", 5, None) {
-                    Ok(_) => answered += 1,
-                    Err(neuralcore_engine::EngineError::NotFound(_)) => gone += 1,
-                    Err(other) => panic!("a search racing a drop: {other}"),
-                }
-            }
-            (answered, gone)
-        });
+        // Two searchers: more of them meet a drop mid-search.
+        let searchers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let (mut answered, mut gone) = (0, 0);
+                    while !stop.load(Ordering::Relaxed) {
+                        match e.search("c", "okapis", 5, None) {
+                            Ok(_) => answered += 1,
+                            Err(neuralcore_engine::EngineError::NotFound(_)) => gone += 1,
+                            Err(other) => panic!("a search racing a drop: {other}"),
+                        }
+                    }
+                    (answered, gone)
+                })
+            })
+            .collect();
         for _ in 0..150 {
             ingest(&e, &[&f], "c");
             e.drop_collection("c").unwrap();
         }
         stop.store(true, Ordering::Relaxed);
-        searcher.join().unwrap()
+        searchers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |(a, g), (x, y)| (a + x, g + y))
     });
     assert!(answered + gone > 0);
     // No index over a dropped folder was left behind for the name's next ingest.

@@ -5,7 +5,8 @@
 //! sentence) and `ignored` (recalled but graded out or not cited), a user's `confirmed`
 //! and `corrected` — says whether the memory answered that question. Each (question,
 //! memory) pair gives one labelled pair: relevant for `used` and `confirmed`, not for
-//! `ignored` and `corrected`. A user's word outranks the loop's; among signals of the
+//! `ignored` and `corrected`. `confirmed` and `corrected` (what a user says) outrank
+//! `used` and `ignored` (what the loop saw), whoever sent them; among signals of the
 //! same weight the latest wins. Signals sent without a question (older ones, or a user's
 //! about the memory as a whole) say nothing about relevance to a question and give no
 //! pair.
