@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One labelled pair.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, utoipa::ToSchema)]
 pub struct Pair {
     /// The question (or query, claim).
     pub question: String,

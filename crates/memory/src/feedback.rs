@@ -18,7 +18,7 @@ use neuralcore_core::pairs::Pair;
 use crate::{Filter, MemResult, MemoryStore, Signal, Status};
 
 /// What [`pairs`] found.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct Feedback {
     /// One pair per (question, memory), in the order the deciding signals were sent.
     pub pairs: Vec<Pair>,

@@ -245,6 +245,7 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(memory::audit))
         .routes(routes!(memory::tiers))
         .routes(routes!(memory::graph))
+        .routes(routes!(memory::feedback))
         .routes(routes!(agents::agents))
         .routes(routes!(agents::tools))
         .routes(routes!(metrics::metrics))

@@ -148,6 +148,18 @@ pub async fn signal(
     ))
 }
 
+/// `GET /v1/feedback`: the tenant's trust signals about questions as labelled training
+/// pairs (what `neuralcore feedback export` writes, for `train evaluator --pairs`).
+#[utoipa::path(get, path = "/v1/feedback", tag = "memory",
+    responses((status = 200, description = "One pair per (question, memory) signalled about it", body = neuralcore_memory::Feedback)))]
+pub async fn feedback(
+    AxumState(st): St,
+    caller: Caller,
+) -> Result<Json<neuralcore_memory::Feedback>, ApiError> {
+    let tenant = caller.tenant().clone();
+    Ok(Json(st.blocking(move |app| app.feedback(&tenant)).await?))
+}
+
 /// `POST /v1/memories/{id}/links`: link to another of the tenant's memories.
 #[utoipa::path(post, path = "/v1/memories/{id}/links", tag = "memory", params(MemoryPath),
     request_body = MemoryLinkReq,

@@ -215,3 +215,62 @@ fn memory_routes_work_for_their_tenant_and_hide_every_other() {
         }
     }
 }
+
+/// `GET /v1/feedback` (issue 16): a signal's question becomes a training pair of that
+/// tenant only; a question too long is a 400 that records nothing; no key is a 401.
+#[test]
+fn feedback_gives_each_tenant_its_own_signals_as_pairs() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| made = acme_and_globex(ks));
+    let a = s.addr;
+    let (acme, globex) = (made["acme"].as_str(), made["globex"].as_str());
+    let add = |key: &str, text: &str| {
+        let r = req(
+            a,
+            "POST",
+            "/v1/memories",
+            Some(key),
+            Some(&json!({"text": text})),
+        );
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["memory"]["id"].as_str().unwrap().to_string()
+    };
+    let signal = |key: &str, id: &str, body: Value| {
+        req(
+            a,
+            "POST",
+            &format!("/v1/memories/{id}/signal"),
+            Some(key),
+            Some(&body),
+        )
+    };
+    let mine = add(acme, "The acme deploy runs on Fridays.");
+    let theirs = add(globex, "Globex keeps the lair code 4711.");
+    let q = "When does the deploy run?";
+    assert_eq!(
+        signal(acme, &mine, json!({"signal": "confirmed", "query": q})).status,
+        200
+    );
+    assert_eq!(
+        signal(globex, &theirs, json!({"signal": "corrected", "query": q})).status,
+        200
+    );
+    let long = "q".repeat(16 * 1024 + 1);
+    let r = signal(acme, &mine, json!({"signal": "used", "query": long}));
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let r = signal(acme, &mine, json!({"signal": "used", "query": 7}));
+    assert_eq!(r.status, 400);
+
+    let f = req(a, "GET", "/v1/feedback", Some(acme), None);
+    assert_eq!(f.status, 200);
+    let f = f.json();
+    assert_eq!(f["pairs"].as_array().unwrap().len(), 1, "{f}");
+    assert_eq!(f["pairs"][0]["question"], q);
+    assert_eq!(f["pairs"][0]["passage"], "The acme deploy runs on Fridays.");
+    assert_eq!(f["pairs"][0]["label"], 1.0);
+    assert!(!f.to_string().contains("4711"), "{f}");
+    let g = req(a, "GET", "/v1/feedback", Some(globex), None).json();
+    assert_eq!(g["pairs"][0]["label"], 0.0, "{g}");
+    assert!(!g.to_string().contains("Fridays"), "{g}");
+    assert_eq!(req(a, "GET", "/v1/feedback", None, None).status, 401);
+}
