@@ -221,6 +221,7 @@ mod tests {
             "GET /v1/collections/{name}/documents/{id}/chunks/{ordinal}",
             "GET /v1/collections/{name}/sources",
             "GET /v1/collections/{name}/sources/{source}",
+            "GET /v1/feedback",
             "GET /v1/jobs",
             "GET /v1/jobs/{id}",
             "GET /v1/jobs/{id}/events",
