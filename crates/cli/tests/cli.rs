@@ -317,6 +317,16 @@ fn eval_beir_runs_on_an_unseen_dataset_and_reuses_its_collection() {
     );
 }
 
+/// The trimmed stdout of a command that must succeed (a new memory's id, say).
+fn id_of(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 fn run_with_model(data: &Path, args: &[&str]) -> Output {
     bin()
         .env("NEURALCORE_EMBEDDING_MODEL_DIR", model_cache())
@@ -790,14 +800,6 @@ fn memory_commands_signals_rules_and_bad_input() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let m = |args: &[&str]| run_with_model(&data, args);
-    let id_of = |out: Output| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
     let old = id_of(m(&[
         "memory",
         "add",
@@ -2656,21 +2658,13 @@ fn fixture_llm_slow_a_replica_killed_mid_ask_gives_its_client_an_error_and_write
 
 /// `feedback export` (issue 16): the loop's used/ignored signals from an ask with memory
 /// recall and a user's `memory signal … --query` become labelled pairs, one per
-/// (question, memory), which `train evaluator --pairs` reads; a user's word outranks the
-/// loop's, and bad input is a clear error that leaves the old export whole.
+/// (question, memory), which `train evaluator --pairs` reads; a user's correction outranks
+/// the loop's signal, and bad input is a clear error that leaves nothing partial behind.
 #[test]
 fn feedback_export_makes_training_pairs_from_signals_about_questions() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let m = |args: &[&str]| run_with_model(&data, args);
-    let id_of = |out: Output| {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
     let deploy = id_of(m(&["memory", "add", "The deploy runs on Fridays at noon."]));
     let soup = id_of(m(&[
         "memory",

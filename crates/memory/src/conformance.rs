@@ -148,7 +148,7 @@ pub fn check_all(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
 
 /// A signal's question is kept in its audit entry (blank counts as none, too long is
 /// refused and changes nothing), and [`crate::feedback::pairs`] makes one labelled pair
-/// per (question, memory): a user's signal outranks the loop's, the latest of equal
+/// per (question, memory): confirmed/corrected outrank used/ignored, the latest of equal
 /// weight wins, and signals without a question give none.
 pub fn check_signal_questions(make: &dyn Fn() -> Arc<dyn MemoryBackend>) {
     let s = store_with(make, NO_DECAY);

@@ -72,15 +72,13 @@ pub fn pairs(store: &MemoryStore, filter: &Filter, now_ms: u64) -> MemResult<Fee
             }
         }
     }
+    out.memories = best
+        .keys()
+        .map(|(_, id)| id)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
     let mut chosen: Vec<_> = best.into_values().collect();
     chosen.sort_by_key(|a| (a.1, a.2));
-    let mut memories = std::collections::HashSet::new();
-    for (_, _, _, p) in chosen {
-        if let Some(id) = p.source.split(':').nth(2) {
-            memories.insert(id.to_string());
-        }
-        out.pairs.push(p);
-    }
-    out.memories = memories.len();
+    out.pairs = chosen.into_iter().map(|(_, _, _, p)| p).collect();
     Ok(out)
 }
