@@ -475,6 +475,23 @@ impl App {
                  tools, an in-memory one has nothing to keep"
             )),
         }
+        // Marks on answers are training data no run keeps once the week is over.
+        if dir.join("marks.redb").exists() {
+            let marks = self.marks()?;
+            if marks.in_postgres() {
+                skipped.push(
+                    "marks on answers: in PostgreSQL with the documents; back them up with \
+                     pg_dump --schema"
+                        .to_string(),
+                );
+            } else {
+                let n = marks.backup_to(&tmp.join("marks.redb"))?;
+                parts.push(BackupPart {
+                    path: "marks.redb".into(),
+                    items: n,
+                });
+            }
+        }
         let opened;
         let keys = match keys {
             Some(k) => Some(k),

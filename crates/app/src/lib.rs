@@ -15,6 +15,7 @@ mod documents;
 mod error;
 pub mod jobs;
 pub mod keys;
+pub mod marks;
 mod memory;
 mod op_cache;
 mod pg_jobs;
@@ -31,6 +32,7 @@ pub use documents::{ChunkInfo, DocumentInfo, SourceInfo, DOCUMENTS_SCHEMA};
 pub use error::AppError;
 pub use jobs::{Job, JobState, Jobs, TextDocument, Upload};
 pub use keys::{KeyStore, Principal, Scope};
+pub use marks::{AnswerMark, AnswerVerdict, MarkRequest, MarkStore, MarkedPassage, MARK_SCHEMA};
 pub use memory::{
     memory_entities, GraphQuery, MemoryAdd, MemoryAdded, MemoryLinkReq, MemoryListQuery,
     MemorySearch, MemorySignalReq, MemoryWithRelations, TiersQuery,
@@ -64,6 +66,7 @@ pub struct App {
     orchestrator: Orchestrator,
     memory: OnceLock<Result<Arc<MemoryStore>, String>>,
     jobs: OnceLock<Result<Arc<Jobs>, String>>,
+    marks: OnceLock<Result<Arc<MarkStore>, String>>,
     /// Held by every change of a collection's documents (ingest, a source's removal, a
     /// drop): a collection is never dropped under an ingest writing to its indexes.
     writes: std::sync::Mutex<()>,
@@ -155,6 +158,7 @@ impl App {
             },
             memory: OnceLock::new(),
             jobs: OnceLock::new(),
+            marks: OnceLock::new(),
             writes: std::sync::Mutex::new(()),
             pages,
             retention,

@@ -344,8 +344,17 @@ impl App {
 
     /// The tenant's feedback as labelled (question, passage, label) pairs: one per
     /// question a memory was signalled about (see [`neuralcore_memory::feedback`]),
-    /// archived memories included.
+    /// archived memories included, then one per (question, cited passage) of the
+    /// answers the tenant marked good or bad ([`crate::marks`]).
     pub fn feedback(&self, tenant: &Tenant) -> Result<neuralcore_memory::Feedback, AppError> {
+        let marks = self.answer_marks(tenant)?;
+        let mut out = self.memory_feedback(tenant)?;
+        out.marked_answers = marks.len();
+        out.pairs.extend(crate::marks::pairs(&marks));
+        Ok(out)
+    }
+
+    fn memory_feedback(&self, tenant: &Tenant) -> Result<neuralcore_memory::Feedback, AppError> {
         let filter = neuralcore_memory::Filter {
             statuses: vec![
                 neuralcore_memory::Status::Active,

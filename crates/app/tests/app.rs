@@ -364,3 +364,165 @@ fn the_embedded_minds_file_stops_growing_once_runs_are_pruned() {
         "{bounded:?} against {unbounded:?}"
     );
 }
+
+/// Marks on answers (issue 16): a user's `good` or `bad` on a past answer turns its
+/// cited passages into labelled pairs of that tenant's feedback (the latest mark on a
+/// run deciding), gives a cited memory the matching signal about the question, and
+/// outlives the run; a bad mark changes nothing, and another tenant's run is not found.
+#[test]
+fn marked_answers_become_training_pairs_and_signal_their_memories() {
+    use neuralcore_app::{AnswerVerdict, MarkRequest};
+    let (tmp, app) = app();
+    let (acme, globex) = (Tenant::new("acme").unwrap(), Tenant::new("globex").unwrap());
+    rocket_docs(&app, tmp.path(), &acme);
+    let add = serde_json::json!({"text": "The rocket launches on the ninth of March."});
+    let memory = app
+        .memory_add(&acme, serde_json::from_value(add).unwrap())
+        .unwrap()
+        .memory;
+    let opts = AskOptions {
+        collection: "docs".into(),
+        ..Default::default()
+    };
+    let q = "When does the rocket launch?";
+    // Without recall the documents are cited; with it, the memory saying the same.
+    let report = app.ask(&acme, "acme-m1", q, &opts, false).unwrap();
+    assert!(!report.abstained, "{report:?}");
+    let chunks: Vec<_> = report
+        .citations
+        .iter()
+        .filter(|c| c.chunk.contains('#'))
+        .collect();
+    assert!(
+        !chunks.is_empty(),
+        "no document cited: {:?}",
+        report.citations
+    );
+    let recalled = app.ask(&acme, "acme-m2", q, &opts, true).unwrap();
+    assert!(
+        recalled.citations.iter().any(|c| c.doc == memory.id),
+        "the memory was not cited: {:?}",
+        recalled.citations
+    );
+    let mark = |verdict, citations: Option<Vec<usize>>, note: Option<String>| MarkRequest {
+        verdict,
+        citations,
+        note,
+    };
+
+    // Bad marks are clear errors that keep nothing.
+    let invalid = [
+        (mark(AnswerVerdict::Good, Some(vec![]), None), "empty"),
+        (
+            mark(AnswerVerdict::Bad, None, Some("é".repeat(16 * 1024 + 1))),
+            "note",
+        ),
+    ];
+    for (req, says) in invalid {
+        match app.mark_run(&acme, &report.run_id, &req) {
+            Err(AppError::InvalidInput(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("{req:?}: {other:?}"),
+        }
+    }
+    match app.mark_run(
+        &acme,
+        &report.run_id,
+        &mark(AnswerVerdict::Good, Some(vec![99]), None),
+    ) {
+        Err(AppError::NotFound(m)) => assert!(m.contains("no citation [99]"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let hidden = app.mark_run(
+        &globex,
+        &report.run_id,
+        &mark(AnswerVerdict::Bad, None, None),
+    );
+    assert!(matches!(hidden, Err(AppError::NotFound(_))), "{hidden:?}");
+    assert!(app.answer_marks(&acme).unwrap().is_empty());
+    assert_eq!(app.feedback(&acme).unwrap().marked_answers, 0);
+
+    // Good: every cited passage is relevant, the memory is confirmed about the question.
+    let m = app
+        .mark_run(
+            &acme,
+            &report.run_id,
+            &mark(AnswerVerdict::Good, None, Some(" ok ".into())),
+        )
+        .unwrap();
+    assert_eq!(m.schema, "neuralcore.mark/v1");
+    assert_eq!((m.question.as_str(), m.note.as_deref()), (q, Some("ok")));
+    assert_eq!(m.passages.len(), chunks.len());
+    let good = MarkRequest::new(AnswerVerdict::Good);
+    let r = app.mark_run(&acme, &recalled.run_id, &good).unwrap();
+    assert_eq!(r.memories, std::slice::from_ref(&memory.id));
+    let f = app.feedback(&acme).unwrap();
+    assert_eq!(f.marked_answers, 2);
+    for c in &chunks {
+        assert!(
+            f.pairs.iter().any(|p| p.question == q
+                && p.passage == c.text
+                && p.label == 1.0
+                && p.source.starts_with("feedback:answer:")),
+            "{c:?} not a relevant pair: {f:?}"
+        );
+    }
+    let confirmed = app.memory_audit(&acme, &memory.id).unwrap();
+    assert!(
+        confirmed
+            .iter()
+            .any(|e| e.event.contains("confirmed") && e.query.as_deref() == Some(q)),
+        "{confirmed:?}"
+    );
+    assert!(f
+        .pairs
+        .iter()
+        .any(|p| p.passage == memory.text && p.label == 1.0));
+
+    // Marked again, bad, on the first citation only: the latest mark decides.
+    let first = chunks[0].n;
+    let m = app
+        .mark_run(
+            &acme,
+            &report.run_id,
+            &mark(AnswerVerdict::Bad, Some(vec![first, first]), None),
+        )
+        .unwrap();
+    assert_eq!((m.passages.len(), m.memories.len()), (1, 0), "{m:?}");
+    let marks = app.answer_marks(&acme).unwrap();
+    assert_eq!(marks, [r.clone(), m.clone()]);
+    let f = app.feedback(&acme).unwrap();
+    let from_marks: Vec<_> = f
+        .pairs
+        .iter()
+        .filter(|p| p.source.starts_with("feedback:answer:"))
+        .collect();
+    assert_eq!(from_marks.len(), m.passages.len(), "{f:?}");
+    assert!(from_marks.iter().all(|p| p.label == 0.0));
+
+    // The other tenant has none of it.
+    let theirs = app.feedback(&globex).unwrap();
+    assert_eq!((theirs.pairs.len(), theirs.marked_answers), (0, 0));
+    assert!(app.answer_marks(&globex).unwrap().is_empty());
+
+    // Kept in the data dir, and by a backup.
+    drop(app);
+    let mut config = Config::default();
+    config.embedding.model_dir = neuralcore_models::testing::model_cache()
+        .display()
+        .to_string();
+    let opts = OpenOptions {
+        mind: Some(neuralcore_mind::Mind::memory()),
+        ..Default::default()
+    };
+    let reopened = App::open(&tmp.path().join("data"), config, opts).unwrap();
+    assert_eq!(reopened.answer_marks(&acme).unwrap(), [r, m]);
+    let backup = reopened.backup(&tmp.path().join("backup"), None).unwrap();
+    assert!(
+        backup
+            .parts
+            .iter()
+            .any(|p| p.path == "marks.redb" && p.items == 2),
+        "{:?}",
+        backup.parts
+    );
+}

@@ -201,3 +201,46 @@ fn postgres_restarted_mid_job_the_job_resumes_and_nothing_is_lost_or_stored_twic
     a.jobs().unwrap().begin_shutdown();
     a.jobs().unwrap().shutdown(Duration::from_secs(30));
 }
+
+/// Marks on answers live in the shared schema (its migration 6): a mark made through
+/// one app is read, as a training pair of its tenant only, through another.
+#[test]
+fn a_mark_made_through_one_app_is_a_pair_through_another() {
+    use neuralcore_app::{AnswerVerdict, AskOptions, MarkRequest};
+    let Some(pg) = Pg::new("marks") else { return };
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (pg.app(d1.path()), pg.app(d2.path()));
+    let (t, other) = (Tenant::new("acme").unwrap(), Tenant::new("globex").unwrap());
+    let docs = d1.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("launch.md"),
+        "# Launch\n\nThe rocket launches on the ninth of March from Kourou.\n",
+    )
+    .unwrap();
+    a.ingest(&t, &[docs], "docs", &mut ()).unwrap();
+    let opts = AskOptions {
+        collection: "docs".into(),
+        ..Default::default()
+    };
+    let q = "When does the rocket launch?";
+    let report = a.ask(&t, "acme-pg1", q, &opts, false).unwrap();
+    assert!(!report.citations.is_empty(), "{report:?}");
+    let req = MarkRequest::new(AnswerVerdict::Bad);
+    let m = a.mark_run(&t, &report.run_id, &req).unwrap();
+    assert_eq!(b.answer_marks(&t).unwrap(), std::slice::from_ref(&m));
+    // Marked again through the same app: one row, the latest.
+    let again = MarkRequest::new(AnswerVerdict::Good);
+    let m = a.mark_run(&t, &report.run_id, &again).unwrap();
+    assert_eq!(b.answer_marks(&t).unwrap(), [m]);
+    let f = b.feedback(&t).unwrap();
+    assert_eq!(f.marked_answers, 1);
+    assert!(
+        f.pairs
+            .iter()
+            .any(|p| p.question == q && p.passage == report.citations[0].text && p.label == 1.0),
+        "{f:?}"
+    );
+    assert!(b.answer_marks(&other).unwrap().is_empty());
+    assert!(b.feedback(&other).unwrap().pairs.is_empty());
+}

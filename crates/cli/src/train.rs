@@ -263,14 +263,17 @@ pub fn export_feedback(
     }
     let relevant = f.pairs.iter().filter(|p| p.label == 1.0).count();
     let summary = format!(
-        "{} pairs ({relevant} relevant, {} not) from {} memories; {} signals named no question{}",
+        "{} pairs ({relevant} relevant, {} not) from {} memories and {} marked answers; {} \
+         signals named no question{}",
         f.pairs.len(),
         f.pairs.len() - relevant,
         f.memories,
+        f.marked_answers,
         f.without_question,
         if f.pairs.is_empty() {
             " (signals about a question come from asks with memory recall, and from \
-             `memory signal ID SIGNAL --query QUESTION`)"
+             `memory signal ID SIGNAL --query QUESTION`; marks from `POST \
+             /v1/runs/{run_id}/mark`)"
         } else {
             ""
         }
@@ -296,7 +299,8 @@ pub fn export_feedback(
                     "{}",
                     serde_json::json!({"out": path, "pairs": f.pairs.len(), "relevant": relevant,
                         "memories": f.memories, "signals": f.signals,
-                        "without_question": f.without_question})
+                        "without_question": f.without_question,
+                        "marked_answers": f.marked_answers})
                 );
                 return Ok(());
             }

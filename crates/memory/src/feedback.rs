@@ -28,6 +28,9 @@ pub struct Feedback {
     pub signals: usize,
     /// Signals read that named none (no pair).
     pub without_question: usize,
+    /// Answers a user marked good or bad (their pairs follow the memories' ones; the
+    /// application core adds them, see `neuralcore_app::marks`).
+    pub marked_answers: usize,
 }
 
 /// The labelled pairs of the memories passing `filter` (archived ones too when the

@@ -235,6 +235,8 @@ fn api(max_upload_bytes: usize) -> OpenApiRouter<Arc<State>> {
         .routes(routes!(routes::ask))
         .routes(routes!(runs::list))
         .routes(routes!(runs::get))
+        .routes(routes!(runs::mark))
+        .routes(routes!(runs::marks))
         .routes(routes!(memory::add, memory::list))
         .routes(routes!(memory::search))
         .routes(routes!(memory::get))

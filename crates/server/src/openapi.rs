@@ -225,6 +225,7 @@ mod tests {
             "GET /v1/jobs",
             "GET /v1/jobs/{id}",
             "GET /v1/jobs/{id}/events",
+            "GET /v1/marks",
             "GET /v1/memories",
             "GET /v1/memories/{id}",
             "GET /v1/memories/{id}/audit",
@@ -248,6 +249,7 @@ mod tests {
             "POST /v1/memories/{id}/links",
             "POST /v1/memories/{id}/restore",
             "POST /v1/memories/{id}/signal",
+            "POST /v1/runs/{run_id}/mark",
             "POST /v1/search",
         ];
         assert_eq!(ops, want);

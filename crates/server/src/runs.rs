@@ -1,6 +1,7 @@
 //! Recent runs: the tenant's past asks, newest first (`GET /v1/runs`), and one's report
-//! with its whole trace (`GET /v1/runs/{run_id}`). Another tenant's run is 404, as an
-//! unknown one.
+//! with its whole trace (`GET /v1/runs/{run_id}`); a user's mark on one's answer (`POST
+//! /v1/runs/{run_id}/mark`, kept for good as training data) and the marks made
+//! (`GET /v1/marks`). Another tenant's run is 404, as an unknown one.
 
 use std::sync::Arc;
 
@@ -8,11 +9,12 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State as AxumState};
 use axum::Json;
 use neuralcore_agents::AskReport;
-use neuralcore_app::{RunSummary, Scope, RUNS_DEFAULT_LIMIT};
+use neuralcore_app::{AnswerMark, MarkRequest, RunSummary, Scope, RUNS_DEFAULT_LIMIT};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::wire::ApiJson;
 use crate::State;
 
 type St = AxumState<Arc<State>>;
@@ -72,4 +74,42 @@ pub async fn get(
     caller.require(Scope::Read)?;
     let tenant = caller.tenant().clone();
     Ok(Json(st.short(move |app| app.run(&tenant, &run_id)).await?))
+}
+
+/// `POST /v1/runs/{run_id}/mark`: the answer was good or bad. Its cited passages become
+/// labelled training pairs (`GET /v1/feedback`, `neuralcore feedback export`), its cited
+/// memories get `confirmed` or `corrected` about the question. A run marked again keeps
+/// the latest mark.
+#[utoipa::path(post, path = "/v1/runs/{run_id}/mark", tag = "ask", params(RunPath),
+    request_body = MarkRequest,
+    responses((status = 200, description = "The mark as kept (neuralcore.mark/v1)", body = AnswerMark)))]
+pub async fn mark(
+    AxumState(st): St,
+    caller: Caller,
+    Path(run_id): Path<String>,
+    ApiJson(req): ApiJson<MarkRequest>,
+) -> Result<Json<AnswerMark>, ApiError> {
+    caller.require(Scope::Write)?;
+    let tenant = caller.tenant().clone();
+    Ok(Json(
+        st.blocking(move |app| app.mark_run(&tenant, &run_id, &req))
+            .await?,
+    ))
+}
+
+/// `GET /v1/marks`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MarkList {
+    /// The tenant's marks on answers, oldest first.
+    pub marks: Vec<AnswerMark>,
+}
+
+/// `GET /v1/marks`: the tenant's marks on answers, oldest first.
+#[utoipa::path(get, path = "/v1/marks", tag = "ask",
+    responses((status = 200, description = "The tenant's marks on answers", body = MarkList)))]
+pub async fn marks(AxumState(st): St, caller: Caller) -> Result<Json<MarkList>, ApiError> {
+    caller.require(Scope::Read)?;
+    let tenant = caller.tenant().clone();
+    let marks = st.blocking(move |app| app.answer_marks(&tenant)).await?;
+    Ok(Json(MarkList { marks }))
 }

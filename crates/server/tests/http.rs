@@ -809,6 +809,101 @@ fn recent_runs_are_listed_newest_first_and_kept_per_tenant() {
     req(a, "GET", "/v1/runs", None, None).problem(401, "unauthorized");
 }
 
+/// `POST /v1/runs/{run_id}/mark` (issue 16): a user's mark on an answer becomes training
+/// pairs of that tenant's `GET /v1/feedback` and is listed by `GET /v1/marks`; bad marks
+/// are 400s that keep nothing, another tenant's run is a 404 as an unknown one.
+#[test]
+fn a_marked_answer_is_listed_and_becomes_its_tenants_training_pairs() {
+    let mut made = HashMap::new();
+    let s = server(loopback(), |ks| made = acme_and_globex(ks));
+    let a = s.addr;
+    let (acme, globex) = (made["acme"].as_str(), made["globex"].as_str());
+    let q = "When does the acme rocket launch?";
+    let r = req(
+        a,
+        "POST",
+        "/v1/ask",
+        Some(acme),
+        Some(&json!({"question": q, "collection": "docs"})),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let report = r.json();
+    let id = report["run_id"].as_str().unwrap();
+    let cited = report["citations"].as_array().unwrap();
+    assert!(!cited.is_empty(), "{report}");
+    let path = format!("/v1/runs/{id}/mark");
+    let mark = |key: Option<&str>, path: &str, body: Value| req(a, "POST", path, key, Some(&body));
+
+    for body in [
+        json!({}),
+        json!({"verdict": "meh"}),
+        json!({"verdict": "good", "citations": []}),
+        json!({"verdict": "good", "citations": [-1]}),
+        json!({"verdict": "good", "citations": [1.5]}),
+        json!({"verdict": "good", "citations": [null]}),
+        json!({"verdict": "good", "stars": 5}),
+        json!({"verdict": "bad", "note": "n".repeat(16 * 1024 + 1)}),
+    ] {
+        mark(Some(acme), &path, body.clone()).problem(400, "invalid_input");
+    }
+    mark(
+        Some(acme),
+        &path,
+        json!({"verdict": "good", "citations": [99]}),
+    )
+    .problem(404, "not_found");
+    let hidden = mark(Some(globex), &path, json!({"verdict": "bad"})).problem(404, "not_found");
+    let unknown = mark(
+        Some(globex),
+        "/v1/runs/api-0-0/mark",
+        json!({"verdict": "bad"}),
+    )
+    .problem(404, "not_found");
+    assert_eq!(
+        hidden["detail"].as_str().unwrap().replace(id, "ID"),
+        unknown["detail"].as_str().unwrap().replace("api-0-0", "ID")
+    );
+    mark(None, &path, json!({"verdict": "bad"})).problem(401, "unauthorized");
+    let none = req(a, "GET", "/v1/marks", Some(acme), None).json();
+    assert_eq!(none["marks"], json!([]), "a bad mark was kept: {none}");
+
+    let r = mark(
+        Some(acme),
+        &path,
+        json!({"verdict": "good", "note": "right"}),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let m = r.json();
+    assert_eq!(m["schema"], "neuralcore.mark/v1");
+    assert_eq!(
+        (&m["run_id"], &m["verdict"], &m["note"]),
+        (&json!(id), &json!("good"), &json!("right"))
+    );
+    assert_eq!(m["passages"].as_array().unwrap().len(), cited.len(), "{m}");
+    let listed = req(a, "GET", "/v1/marks", Some(acme), None).json();
+    assert_eq!(listed["marks"], json!([m]));
+    let f = req(a, "GET", "/v1/feedback", Some(acme), None).json();
+    assert_eq!(f["marked_answers"], 1, "{f}");
+    for c in cited {
+        assert!(
+            f["pairs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["question"] == q && p["passage"] == c["text"] && p["label"] == 1.0),
+            "{c} is not a pair: {f}"
+        );
+    }
+    let theirs = req(a, "GET", "/v1/feedback", Some(globex), None).json();
+    assert_eq!(
+        (&theirs["pairs"], &theirs["marked_answers"]),
+        (&json!([]), &json!(0)),
+        "{theirs}"
+    );
+    let theirs = req(a, "GET", "/v1/marks", Some(globex), None).json();
+    assert_eq!(theirs["marks"], json!([]));
+}
+
 #[test]
 fn a_backup_is_the_default_tenants_admins_to_take_and_goes_only_into_its_backups_folder() {
     let mut made = HashMap::new();

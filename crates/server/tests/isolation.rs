@@ -153,6 +153,7 @@ fn request_for(
         "MemorySearch" => json!({"query": "vault code"}),
         "MemoryLinkReq" => json!({"kind": "RELATED_TO", "to": acme.memory}),
         "MemorySignalReq" => json!({"signal": "confirmed"}),
+        "MarkRequest" => json!({"verdict": "bad"}),
         "SearchRequest" => json!({"query": "vault code", "collection": "vault"}),
         // A backup holds every tenant's data: only the default tenant's admin may.
         "BackupRequest" => json!({"name": "probe"}),
@@ -283,6 +284,12 @@ fn no_documented_route_shows_one_tenant_anything_of_another_even_under_concurren
     assert!(
         !audit.to_string().contains("confirmed"),
         "globex's signal reached acme's memory: {audit}"
+    );
+    let marks = req(a, "GET", "/v1/marks", key, None).json();
+    assert_eq!(
+        marks["marks"],
+        json!([]),
+        "globex marked acme's run: {marks}"
     );
     for path in [
         format!("/v1/jobs/{}", acme.job),

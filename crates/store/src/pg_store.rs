@@ -107,6 +107,16 @@ CREATE TABLE {s}.job_files (
     bytes bytea NOT NULL,
     PRIMARY KEY (job_id, name));
 "#,
+    // 6: users' marks on answers (neuralcore_app::marks), kept as training data after
+    // the runs they mark expire: the mark as JSON, one per (tenant, run).
+    r#"
+CREATE TABLE {s}.answer_marks (
+    tenant text NOT NULL,
+    run_id text NOT NULL,
+    record bytea NOT NULL,
+    marked_ms bigint NOT NULL,
+    PRIMARY KEY (tenant, run_id));
+"#,
 ];
 
 /// The schema version this binary writes and reads.
