@@ -159,7 +159,7 @@ fn mcp_inspector_cli_lists_and_calls_tools_over_stdio_and_http() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     assert!(names.contains(&"ask") && names.contains(&"memory_tiers"));
     let called = inspect(
         &dir,
@@ -217,7 +217,7 @@ fn mcp_inspector_cli_lists_and_calls_tools_over_stdio_and_http() {
     );
     server.kill().unwrap();
     server.wait().unwrap();
-    assert_eq!(listed["tools"].as_array().unwrap().len(), 12, "{listed}");
+    assert_eq!(listed["tools"].as_array().unwrap().len(), 13, "{listed}");
     assert_eq!(
         resources["resources"][0]["uri"], "neuralcore://collections",
         "{resources}"

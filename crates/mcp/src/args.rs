@@ -209,6 +209,32 @@ pub struct MemorySignalArgs {
     pub query: Option<String>,
 }
 
+/// What a user says of an answer.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerVerdict {
+    /// The answer was right: its cited passages answer the question.
+    Good,
+    /// The answer was wrong: its cited passages do not.
+    Bad,
+}
+
+/// `answer_mark`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerMarkArgs {
+    /// The run id an `ask` returned (`run_id`).
+    pub run_id: String,
+    /// good or bad.
+    pub verdict: AnswerVerdict,
+    /// The citations (their numbers in the answer) the mark is about; all when absent.
+    #[serde(default)]
+    pub citations: Option<Vec<usize>>,
+    /// A note (at most 16,384 characters).
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
 /// A relation between two memories (the memory store's names).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 pub enum LinkKind {

@@ -499,6 +499,38 @@ impl NeuralcoreMcp {
     }
 
     #[tool(
+        description = "Mark a past answer (by the `run_id` its `ask` returned) good or bad, as \
+                       a user judged it: its cited passages are kept as training pairs for the \
+                       evaluator (`neuralcore feedback export`), its cited memories are confirmed \
+                       or corrected about the question. Returns the mark.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn answer_mark(
+        &self,
+        Parameters(a): Parameters<AnswerMarkArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let who = self.caller(&ctx)?;
+        let verdict = match convert(a.verdict) {
+            Ok(v) => v,
+            Err(e) => return Ok(e),
+        };
+        let req = neuralcore_app::MarkRequest {
+            verdict,
+            citations: a.citations,
+            note: a.note,
+        };
+        Ok(self
+            .run(move |app| app.mark_run(&who.tenant, &a.run_id, &req))
+            .await)
+    }
+
+    #[tool(
         description = "Link two memories: SUPERSEDES (the first replaces the second, which stops \
                        being recalled), PARTIAL_UPDATE, RELATED_TO, CONTRADICTS (answers state the \
                        disagreement) or DERIVED_FROM.",

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 ALL_TOOLS = {
     "search", "ask", "ingest_text", "job_status", "memory_add", "memory_search",
     "memory_get", "memory_signal", "memory_link", "memory_forget", "memory_tiers",
-    "memory_graph",
+    "memory_graph", "answer_mark",
 }
 READ_TOOLS = {"search", "ask", "job_status", "memory_search", "memory_get", "memory_tiers",
               "memory_graph"}
@@ -113,6 +113,15 @@ async def stdio(binary, data_dir):
                                progress_callback=on_progress)
         check(not report["abstained"] and report["citations"], f"ask: {report}")
         check("Moon" in report["answer"], f"ask's answer: {report['answer']}")
+        marked = await call_ok(client, "answer_mark", {"run_id": report["run_id"],
+                                                       "verdict": "good"})
+        check(marked["verdict"] == "good" and marked["passages"], f"answer_mark: {marked}")
+        await call_err(client, "answer_mark", {"run_id": report["run_id"], "verdict": "meh"},
+                       "unknown variant")
+        await call_err(client, "answer_mark", {"run_id": report["run_id"], "verdict": "bad",
+                                               "citations": [99]}, "no citation")
+        await call_err(client, "answer_mark", {"run_id": "mcp-0-0", "verdict": "bad"},
+                       "not_found")
         check(len(progress) >= 3 and any(m and "grade" in m.lower() or "verdict" in (m or "").lower()
                                          or "retriev" in (m or "").lower() for m in progress),
               f"progress notifications: {progress}")
@@ -248,6 +257,8 @@ async def http(url, key_a, key_b, key_read):
         seen.append(await call_err(b, "memory_signal", {"id": mem_id, "signal": "corrected"},
                                    "not_found"))
         seen.append(await call_err(b, "memory_forget", {"id": mem_id}, "not_found"))
+        seen.append(await call_err(b, "answer_mark", {"run_id": rep["run_id"],
+                                                      "verdict": "bad"}, "not_found"))
         seen.append(await call_err(b, "job_status", {"job": job}, "not"))
         tiers = await call_ok(b, "memory_tiers", {"project": "vault", "query": secret})
         seen.append(json.dumps(tiers))
