@@ -3,7 +3,7 @@
 // loop iteration by iteration — from GET /v1/runs/{id}. What only the browser can know
 // about the asks of this tab (time to the first event, the switches) is kept in
 // sessionStorage and shown beside them.
-import { api, fill, h, link, num, when } from "./dom.js";
+import { api, fill, guard, h, link, num, when } from "./dom.js";
 import { describe, showAbstention, showAnswer, verdictBadge } from "./ask.js";
 
 const RUNS = "neuralcore.runs";
@@ -106,6 +106,19 @@ async function runPage(root, runId) {
     h("td", {}, g.query),
     h("td", { class: "reason" }, g.reason)));
   const b = r.budget || {};
+  // A user's word on the answer: its cited passages become training pairs (GET /v1/feedback).
+  const marked = h("p", { id: "mark-result", role: "status" });
+  const marks = r.abstained ? null : h("div", { class: "signals", id: "run-mark", role: "group", "aria-label": "mark the answer" },
+    h("span", { class: "muted" }, "Was this answer right? "),
+    ["good", "bad"].map((verdict) => {
+      const button = h("button", { type: "button", "data-verdict": verdict }, verdict === "good" ? "Good answer" : "Bad answer");
+      button.addEventListener("click", () => guard(marked, async () => {
+        const m = await api("POST", "/v1/runs/" + encodeURIComponent(r.run_id) + "/mark", { verdict });
+        fill(marked, `Marked ${m.verdict}: ${m.passages.length} passage(s) kept as training pairs` +
+          (m.memories.length ? `, ${m.memories.length} memory(ies) ${verdict === "good" ? "confirmed" : "corrected"}` : "") + ".");
+      }));
+      return button;
+    }), marked);
   fill(root, h("h1", {}, "Run ", h("code", {}, r.run_id)), link("← all runs", "runs"),
     h("dl", { class: "facts", id: "run-facts" },
       h("dt", {}, "Question"), h("dd", {}, r.question),
@@ -115,7 +128,7 @@ async function runPage(root, runId) {
         x ? ` (in this tab: ${x.latency_ms} ms, first event ${x.first_event_ms ?? "–"} ms)` : ""),
       h("dt", {}, "Stopped"), h("dd", {}, b.stopped || "–"),
       h("dt", {}, "Cost"), h("dd", {}, `${r.cost ? r.cost.tokens : 0} LLM tokens`)),
-    answer, cited,
+    answer, cited, marks,
     h("h2", {}, "Verdicts"),
     verdicts.length
       ? h("div", { class: "scroll" }, h("table", { id: "run-verdicts" },

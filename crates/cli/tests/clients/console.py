@@ -263,6 +263,14 @@ with sync_playwright() as p:
     assert page.locator("#run-trace li[data-kind=reflection]").count() > 0
     page.locator("#run-answer button.cite").first.click()
     expect(page.locator("#page .cited mark")).to_contain_text("gravitational pull of the Moon")
+    # The user marks the answer: its cited passages become the tenant's training pairs.
+    page.locator("#run-mark button[data-verdict=good]").click()
+    expect(page.locator("#mark-result")).to_contain_text("Marked good")
+    marks = call("GET", "/v1/marks", KEY_A)["marks"]
+    assert len(marks) == 1 and marks[0]["verdict"] == "good", marks
+    pairs = call("GET", "/v1/feedback", KEY_A)["pairs"]
+    assert any(p["source"].startswith("feedback:answer:") and p["label"] == 1.0 for p in pairs), pairs
+    assert call("GET", "/v1/marks", KEY_B)["marks"] == []
 
     step("library: delete the probe's source")
     page.goto(f"{BASE}/#/library/notes")
