@@ -265,6 +265,39 @@ impl MarkStore {
         }
     }
 
+    /// The tenant's mark on one run, if it made one.
+    pub fn get(&self, tenant: &Tenant, run_id: &str) -> Result<Option<AnswerMark>, AppError> {
+        match &self.backend {
+            Backend::Redb(db) => {
+                let txn = db.begin_read().map_err(internal)?;
+                let t = txn.open_table(MARKS).map_err(internal)?;
+                let got = t.get(key(tenant, run_id).as_str()).map_err(internal)?;
+                match got {
+                    Some(v) => decode(tenant, v.value()),
+                    None => Ok(None),
+                }
+            }
+            Backend::Pg(store) => {
+                let (pool, s) = store.pool();
+                let row = pool.read(pg_error, unavailable, |c| {
+                    c.client
+                        .query_opt(
+                            &format!(
+                                "SELECT record FROM {s}.answer_marks WHERE tenant = $1 AND \
+                                 run_id = $2"
+                            ),
+                            &[&tenant.as_str(), &run_id],
+                        )
+                        .map_err(|e| pg_error(neuralcore_pg::map(e, &pool.url)))
+                })?;
+                match row {
+                    Some(r) => decode(tenant, r.get::<_, &[u8]>(0)),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
     /// The tenant's marks, oldest first.
     pub fn list(&self, tenant: &Tenant) -> Result<Vec<AnswerMark>, AppError> {
         let mut out = Vec::new();
@@ -431,7 +464,8 @@ impl App {
     }
 
     /// Mark one of the tenant's recent runs good or bad (see the module's docs): its
-    /// cited memories get the matching signal about the question, and the mark is kept.
+    /// cited memories get the matching signal about the question (once: marking a run
+    /// again with the same verdict signals no memory twice), and the mark is kept.
     /// Another tenant's run is not found, as an unknown one; a bad request changes
     /// nothing.
     pub fn mark_run(
@@ -449,8 +483,19 @@ impl App {
                 AnswerVerdict::Good => Signal::Confirmed,
                 AnswerVerdict::Bad => Signal::Corrected,
             };
+            // The same word on the same memory again (a retry, a second click) moves its
+            // trust once.
+            let said = marks
+                .get(tenant, run_id)?
+                .filter(|m| m.verdict == mark.verdict)
+                .map(|m| m.memories)
+                .unwrap_or_default();
             let mut kept = Vec::new();
             for id in std::mem::take(&mut mark.memories) {
+                if said.contains(&id) {
+                    kept.push(id);
+                    continue;
+                }
                 match self.memory_signal(tenant, &id, signal, Some(&mark.question)) {
                     Ok(_) => kept.push(id),
                     Err(AppError::NotFound(_)) => mark.memories_gone.push(id),

@@ -455,6 +455,16 @@ fn marked_answers_become_training_pairs_and_signal_their_memories() {
     let good = MarkRequest::new(AnswerVerdict::Good);
     let r = app.mark_run(&acme, &recalled.run_id, &good).unwrap();
     assert_eq!(r.memories, std::slice::from_ref(&memory.id));
+    // The same mark again (a second click) signals the memory once.
+    let r = app.mark_run(&acme, &recalled.run_id, &good).unwrap();
+    assert_eq!(r.memories, std::slice::from_ref(&memory.id));
+    let confirmations = app
+        .memory_audit(&acme, &memory.id)
+        .unwrap()
+        .iter()
+        .filter(|e| e.event.contains("confirmed"))
+        .count();
+    assert_eq!(confirmations, 1);
     let f = app.feedback(&acme).unwrap();
     assert_eq!(f.marked_answers, 2);
     for c in &chunks {

@@ -232,6 +232,10 @@ fn a_mark_made_through_one_app_is_a_pair_through_another() {
     // Marked again through the same app: one row, the latest.
     let again = MarkRequest::new(AnswerVerdict::Good);
     let m = a.mark_run(&t, &report.run_id, &again).unwrap();
+    let marks = b.marks().unwrap();
+    assert!(marks.in_postgres());
+    assert_eq!(marks.get(&t, &report.run_id).unwrap().as_ref(), Some(&m));
+    assert_eq!(marks.get(&other, &report.run_id).unwrap(), None);
     assert_eq!(b.answer_marks(&t).unwrap(), [m]);
     let f = b.feedback(&t).unwrap();
     assert_eq!(f.marked_answers, 1);
