@@ -158,24 +158,35 @@ fn ms_i64(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
+/// Open (or create) the small database `<data dir>/<file>` of the store `what` (the
+/// auth store, the mark store), after checking the data dir's format.
+pub(crate) fn open_small_redb(
+    data_dir: &Path,
+    file: &str,
+    what: &str,
+) -> Result<redb::Database, AppError> {
+    neuralcore_engine::check_data_dir_format(data_dir)?;
+    let path = data_dir.join(file);
+    // The file and the cause, so a user can act on it (a read-only or full disk).
+    let at =
+        |e: &dyn std::fmt::Display| AppError::Internal(format!("{what}: {}: {e}", path.display()));
+    std::fs::create_dir_all(data_dir).map_err(|e| at(&e))?;
+    // A small page cache: redb's default is 1 GiB per database.
+    redb::Builder::new()
+        .set_cache_size(4 << 20)
+        .create(&path)
+        .map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(format!(
+                "the {what} is open in another process (a running server?)"
+            )),
+            other => at(&other),
+        })
+}
+
 impl KeyStore {
     /// Open (or create) `<data dir>/auth.redb`.
     pub fn open(data_dir: &Path) -> Result<KeyStore, AppError> {
-        neuralcore_engine::check_data_dir_format(data_dir)?;
-        let path = data_dir.join("auth.redb");
-        // The file and the cause, so a user can act on it (a read-only or full disk).
-        let at = |e: &dyn std::fmt::Display| internal(format!("{}: {e}", path.display()));
-        std::fs::create_dir_all(data_dir).map_err(|e| at(&e))?;
-        // A small page cache: redb's default is 1 GiB per database.
-        let db = redb::Builder::new()
-            .set_cache_size(4 << 20)
-            .create(&path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
-                    "the auth store is open in another process (a running server?)".into(),
-                ),
-                other => at(&other),
-            })?;
+        let db = open_small_redb(data_dir, "auth.redb", "auth store")?;
         let txn = db.begin_write().map_err(internal)?;
         txn.open_table(TENANTS).map_err(internal)?;
         txn.open_table(KEYS).map_err(internal)?;

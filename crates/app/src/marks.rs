@@ -186,19 +186,7 @@ fn decode(tenant: &Tenant, bytes: &[u8]) -> Result<Option<AnswerMark>, AppError>
 impl MarkStore {
     /// Open (or create) `<data dir>/marks.redb`.
     pub fn open(data_dir: &Path) -> Result<MarkStore, AppError> {
-        neuralcore_engine::check_data_dir_format(data_dir)?;
-        let path = data_dir.join("marks.redb");
-        let at = |e: &dyn std::fmt::Display| internal(format!("{}: {e}", path.display()));
-        std::fs::create_dir_all(data_dir).map_err(|e| at(&e))?;
-        let db = redb::Builder::new()
-            .set_cache_size(4 << 20)
-            .create(&path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => AppError::Unavailable(
-                    "the mark store is open in another process (a running server?)".into(),
-                ),
-                other => at(&other),
-            })?;
+        let db = crate::keys::open_small_redb(data_dir, "marks.redb", "mark store")?;
         let txn = db.begin_write().map_err(internal)?;
         txn.open_table(MARKS).map_err(internal)?;
         txn.commit().map_err(internal)?;

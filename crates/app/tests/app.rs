@@ -14,21 +14,22 @@ fn app() -> (tempfile::TempDir, App) {
 /// The app over a fresh data dir, with the test model and `edit` applied to the config.
 fn app_with(edit: impl FnOnce(&mut Config)) -> (tempfile::TempDir, App) {
     let tmp = tempfile::tempdir().unwrap();
+    let app = open_app(&tmp.path().join("data"), edit);
+    (tmp, app)
+}
+
+/// The app over `data` (made or reopened), with the test model and `edit` applied.
+fn open_app(data: &std::path::Path, edit: impl FnOnce(&mut Config)) -> App {
     let mut config = Config::default();
     config.embedding.model_dir = neuralcore_models::testing::model_cache()
         .display()
         .to_string();
     edit(&mut config);
-    let app = App::open(
-        &tmp.path().join("data"),
-        config,
-        OpenOptions {
-            mind: Some(neuralcore_mind::Mind::memory()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    (tmp, app)
+    let opts = OpenOptions {
+        mind: Some(neuralcore_mind::Mind::memory()),
+        ..Default::default()
+    };
+    App::open(data, config, opts).unwrap()
 }
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
@@ -516,15 +517,7 @@ fn marked_answers_become_training_pairs_and_signal_their_memories() {
 
     // Kept in the data dir, and by a backup.
     drop(app);
-    let mut config = Config::default();
-    config.embedding.model_dir = neuralcore_models::testing::model_cache()
-        .display()
-        .to_string();
-    let opts = OpenOptions {
-        mind: Some(neuralcore_mind::Mind::memory()),
-        ..Default::default()
-    };
-    let reopened = App::open(&tmp.path().join("data"), config, opts).unwrap();
+    let reopened = open_app(&tmp.path().join("data"), |_| {});
     assert_eq!(reopened.answer_marks(&acme).unwrap(), [r, m]);
     let backup = reopened.backup(&tmp.path().join("backup"), None).unwrap();
     assert!(
