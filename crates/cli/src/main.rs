@@ -519,7 +519,8 @@ enum EvalCommand {
         /// The data set (../shared/data/squad2 or ../shared/data/hotpotqa, or a derived
         /// set's file).
         path: PathBuf,
-        /// SQuAD 2.0: the articles to use, e.g. 1-8 (default: all).
+        /// SQuAD 2.0: the articles to use, e.g. 1-8 (default: all). HotpotQA: the
+        /// questions, e.g. 51-100, with only their paragraphs ingested.
         #[arg(long)]
         articles: Option<String>,
         /// Only the first N questions.

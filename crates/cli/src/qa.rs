@@ -113,10 +113,22 @@ pub fn external_ids(engine: &Engine, collection: &str) -> Result<HashMap<DocKey,
     Ok(ids)
 }
 
-/// Load a QA set: SQuAD 2.0 with an article range, HotpotQA with a question limit.
+/// Load a QA set: SQuAD 2.0 with an article range, HotpotQA with a question range (each
+/// question brings its own paragraphs, so it is its own article) and a question limit.
 pub fn load(path: &Path, articles: Option<&str>, limit: Option<usize>) -> Result<QaSet> {
     let mut set = match articles {
-        Some(r) => load_squad2(&qa_file(path)?, Some(parse_range(r)?))?,
+        Some(r) => {
+            let range = parse_range(r)?;
+            let file = qa_file(path)?;
+            let set = load_qa_limited(&file, Some(*range.end()))?;
+            if set.name == "hotpotqa" {
+                let mut set = set;
+                set.keep_questions(*range.start(), *range.end())?;
+                set
+            } else {
+                load_squad2(&file, Some(range))?
+            }
+        }
         None => load_qa_limited(path, limit)?,
     };
     if let Some(n) = limit {

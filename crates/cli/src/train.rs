@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use neuralcore_eval::pairs::{beir_pairs, check_pairs, read_pairs, squad_pairs, Pair};
+use neuralcore_eval::pairs::{
+    beir_pairs, check_pairs, hotpot_pairs, read_pairs, squad_pairs, Pair,
+};
 use neuralcore_models::train::{train_evaluator, Progress, TrainOptions, TrainPair};
 
 /// What is trained: the relevance evaluator or the search reranker.
@@ -45,6 +47,11 @@ pub struct TrainEvaluatorArgs {
     /// other paragraphs of the article (without the answer) are not. Repeatable.
     #[arg(long, value_name = "FILE[:A-B]")]
     pub squad: Vec<String>,
+    /// HotpotQA JSON (distractor setting), optionally with a question range: FILE or
+    /// FILE:1-50. A question's supporting paragraphs are relevant; its BM25-hardest
+    /// distractor paragraphs are not. Repeatable.
+    #[arg(long, value_name = "FILE[:A-B]")]
+    pub hotpotqa: Vec<String>,
     /// A BEIR folder, optionally with a split (default train): DIR or DIR:train. Judged
     /// documents are relevant, BM25's best unjudged ones are not. Repeatable.
     #[arg(long, value_name = "DIR[:SPLIT]")]
@@ -96,7 +103,7 @@ fn split_range(spec: &str) -> Result<(PathBuf, Option<(usize, usize)>)> {
         if let Some((a, b)) = range.split_once('-') {
             if let (Ok(a), Ok(b)) = (a.trim().parse(), b.trim().parse()) {
                 if a == 0 || b < a {
-                    bail!("bad article range {range:?} (1-based, first ≤ last)");
+                    bail!("bad range {range:?} (1-based, first ≤ last)");
                 }
                 return Ok((PathBuf::from(path), Some((a, b))));
             }
@@ -112,9 +119,10 @@ pub fn run(
     quiet: bool,
     json: bool,
 ) -> Result<()> {
-    if a.squad.is_empty() && a.beir.is_empty() && a.pairs.is_empty() {
+    if a.squad.is_empty() && a.hotpotqa.is_empty() && a.beir.is_empty() && a.pairs.is_empty() {
         bail!(
-            "no training data: name --squad FILE[:A-B], --beir DIR[:SPLIT] or --pairs FILE.jsonl"
+            "no training data: name --squad FILE[:A-B], --hotpotqa FILE[:A-B], --beir DIR[:SPLIT] \
+             or --pairs FILE.jsonl"
         );
     }
     let mut all: Vec<Pair> = Vec::new();
@@ -133,6 +141,12 @@ pub fn run(
         let v = squad_pairs(&path, range, a.negatives, a.seed)
             .with_context(|| format!("SQuAD pairs from {}", path.display()))?;
         add(format!("squad {s}"), v);
+    }
+    for s in &a.hotpotqa {
+        let (path, range) = split_range(s)?;
+        let v = hotpot_pairs(&path, range, a.negatives, a.seed)
+            .with_context(|| format!("HotpotQA pairs from {}", path.display()))?;
+        add(format!("hotpotqa {s}"), v);
     }
     for s in &a.beir {
         let (dir, split) = match s.rsplit_once(':') {

@@ -1376,6 +1376,90 @@ fn tiny_base_and_pairs(dir: &Path, n: usize) -> (PathBuf, PathBuf) {
     (models, pairs)
 }
 
+/// Two HotpotQA questions of three paragraphs each, two of them supporting.
+fn hotpot_file(dir: &Path) -> PathBuf {
+    let q = |id: &str, question: &str, titles: [&str; 3]| {
+        serde_json::json!({
+            "_id": id, "question": question, "answer": "x", "type": "bridge",
+            "supporting_facts": [[titles[0], 0], [titles[1], 0]],
+            "context": titles.iter().map(|t| serde_json::json!([t, [format!("{t} is a place by a river.")]])).collect::<Vec<_>>(),
+        })
+    };
+    let path = dir.join("hotpot.json");
+    write(
+        &path,
+        serde_json::json!([
+            q(
+                "a",
+                "Which river runs by Ayr and Bute?",
+                ["Ayr", "Bute", "Cork"]
+            ),
+            q(
+                "b",
+                "Which river runs by Derry and Ely?",
+                ["Derry", "Ely", "Fife"]
+            ),
+        ])
+        .to_string(),
+    );
+    path
+}
+
+#[test]
+fn train_pairs_from_hotpotqa_by_question_range_and_its_bad_ranges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = hotpot_file(tmp.path());
+    let data = tmp.path().join("data");
+    let f = file.to_str().unwrap();
+    let dry = |spec: &str| {
+        run(
+            &data,
+            &[
+                "--json",
+                "train",
+                "evaluator",
+                "--hotpotqa",
+                spec,
+                "--dry-run",
+            ],
+        )
+    };
+    let all = json(&dry(f));
+    assert_eq!(
+        (all["pairs"].as_u64(), all["relevant"].as_u64()),
+        (Some(6), Some(4)),
+        "{all}"
+    );
+    let second = json(&dry(&format!("{f}:2-2")));
+    assert_eq!(second["pairs"], 3, "{second}");
+    assert!(
+        second["data"][0].as_str().unwrap().starts_with("hotpotqa "),
+        "{second}"
+    );
+    // A range past the file, and a reversed one, are clear errors.
+    let out = dry(&format!("{f}:3-9"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("the file has 2 question(s)"),
+        "{err}"
+    );
+    let out = dry(&format!("{f}:2-1"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("bad range"), "{err}");
+    // A SQuAD file named as HotpotQA says what it found.
+    let squad = tmp.path().join("squad.json");
+    write(&squad, r#"{"version": "v2.0", "data": []}"#);
+    let out = dry(squad.to_str().unwrap());
+    assert!(!out.status.success());
+    // eval qa takes the same question range for HotpotQA, and refuses one past the file.
+    let out = run(&data, &["eval", "qa", f, "--articles", "3-4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("but the set has 2"),
+        "{err}"
+    );
+}
+
 #[test]
 fn train_evaluator_from_pairs_then_bad_input() {
     let tmp = tempfile::tempdir().unwrap();

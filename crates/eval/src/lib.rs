@@ -76,7 +76,7 @@ pub use metrics::{
     hit_at_k, mrr_at_k, ndcg_at_k, percentile_nearest_rank, precision_at_k, recall_at_k,
     side_by_side, QueryMetrics, Summary,
 };
-pub use pairs::{beir_pairs, check_pairs, read_pairs, squad_pairs, Pair};
+pub use pairs::{beir_pairs, check_pairs, hotpot_pairs, read_pairs, squad_pairs, Pair};
 pub use qa::{
     answer_contains, answer_fragments, answer_sentences, aspects_answered, citation_correct,
     conflict_outcome, load_hotpotqa, load_qa, load_qa_limited, load_squad2, normalize_answer,

@@ -1,5 +1,6 @@
 //! Labelled `(question, passage, label)` pairs for training a relevance evaluator or a
-//! reranker (a cross-encoder): built from SQuAD 2.0 ([`squad_pairs`]) and from a BEIR
+//! reranker (a cross-encoder): built from SQuAD 2.0 ([`squad_pairs`]), from HotpotQA's
+//! supporting and distractor paragraphs ([`hotpot_pairs`]) and from a BEIR
 //! split's qrels with BM25 hard negatives ([`beir_pairs`]), or read from a JSON-lines
 //! file of pairs such as `neuralcore feedback export` writes ([`read_pairs`]), and checked
 //! before training ([`check_pairs`]).
@@ -24,7 +25,7 @@ use neuralcore_core::bm25::{self, Bm25Params};
 use crate::beir::{for_each_line, record_id, BeirDataset};
 use crate::error::EvalError;
 use crate::json::{json_kind, require_file};
-use crate::qa::{load_squad2, normalize_answer};
+use crate::qa::{load_hotpotqa, load_squad2, normalize_answer};
 
 /// One labelled training pair (the one type every trainer reads).
 pub use neuralcore_core::pairs::Pair;
@@ -162,6 +163,95 @@ pub fn squad_pairs(
                 source: source(local),
             });
         }
+    }
+    Ok(pairs)
+}
+
+/// Builds pairs from a HotpotQA file (distractor setting), optionally only the questions
+/// numbered `questions` (1-based, inclusive, in file order; `None` = all).
+///
+/// For each question, in file order:
+/// * each paragraph holding one of its supporting facts, in context order, labelled 1;
+/// * then up to `negatives` of its other context paragraphs (HotpotQA's distractors,
+///   already chosen by the data set to look relevant), labelled 0: the ones BM25 scores
+///   highest against the question among the question's own paragraphs, hardest first,
+///   the rest drawn by the seed when fewer share a term with it.
+///
+/// A question none of whose supporting facts names one of its paragraphs gives no pair
+/// (nothing says what is relevant to it). A passage is the paragraph's sentences joined,
+/// as `eval qa` ingests it (the title is the document's, not the text's). The source
+/// names the question's number in the file, its id and the paragraph's title:
+/// `hotpotqa:<n>:<id>:<title>`. The output is the same for the same file, selection,
+/// `negatives` and `seed`.
+///
+/// # Errors
+/// Those of [`load_hotpotqa`] (missing file, invalid JSON, a bad shape);
+/// [`EvalError::InvalidSelection`] when the range starts past the file's last question.
+pub fn hotpot_pairs(
+    path: &Path,
+    questions: Option<(usize, usize)>,
+    negatives: usize,
+    seed: u64,
+) -> Result<Vec<Pair>, EvalError> {
+    let set = load_hotpotqa(path, questions.map(|(_, last)| last))?;
+    let first = match questions {
+        Some((first, last)) if first > set.questions.len() => {
+            return Err(EvalError::InvalidSelection {
+                path: path.to_path_buf(),
+                message: format!(
+                    "questions {first}-{last} asked, but the file has {} question(s)",
+                    set.questions.len()
+                ),
+            })
+        }
+        Some((first, _)) => first,
+        None => 1,
+    };
+    let analyzer = Analyzer::english();
+    let by_id: HashMap<&str, usize> = set
+        .passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.as_str(), i))
+        .collect();
+    let mut pairs = Vec::new();
+    for (n, q) in set.questions.iter().enumerate().skip(first - 1) {
+        let context: Vec<usize> = q
+            .passages
+            .iter()
+            .filter_map(|id| by_id.get(id.as_str()).copied())
+            .collect();
+        let supporting: HashSet<&str> = q.supporting.iter().map(|s| s.passage.as_str()).collect();
+        let is_supporting =
+            |local: usize| supporting.contains(set.passages[context[local]].id.as_str());
+        if !(0..context.len()).any(is_supporting) {
+            continue;
+        }
+        let pair = |local: usize, label: f32| {
+            let p = &set.passages[context[local]];
+            Pair {
+                question: q.question.clone(),
+                passage: p.text.clone(),
+                label,
+                source: format!("hotpotqa:{}:{}:{}", n + 1, q.id, p.title),
+            }
+        };
+        pairs.extend(
+            (0..context.len())
+                .filter(|&l| is_supporting(l))
+                .map(|l| pair(l, 1.0)),
+        );
+        if negatives == 0 {
+            continue;
+        }
+        let texts: Vec<&str> = context
+            .iter()
+            .map(|&i| set.passages[i].text.as_str())
+            .collect();
+        let index = Bm25Index::build(&texts, analyzer);
+        let tie = mix(seed, text_hash(&q.id));
+        let hardest = index.hardest(&q.question, analyzer, negatives, is_supporting, tie);
+        pairs.extend(hardest.into_iter().map(|l| pair(l, 0.0)));
     }
     Ok(pairs)
 }
@@ -821,6 +911,108 @@ mod tests {
             label,
             source: source.into(),
         }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // HotpotQA
+    // -----------------------------------------------------------------------------------
+
+    /// Two HotpotQA questions (original shape): the first with two supporting paragraphs
+    /// and three distractors, the second whose only supporting fact names a title that
+    /// is not among its paragraphs.
+    fn hotpot_fixture(dir: &Path) -> PathBuf {
+        let q = serde_json::json!([
+            {
+                "_id": "h1",
+                "question": "Which river flows through the capital where the Louvre stands?",
+                "answer": "Seine",
+                "type": "bridge",
+                "supporting_facts": [["Louvre", 0], ["Paris", 1]],
+                "context": [
+                    ["Rhine", ["The Rhine is a river of Europe.", " It flows north."]],
+                    ["Louvre", ["The Louvre is a museum in Paris."]],
+                    ["Tea", ["Tea is a drink."]],
+                    ["Paris", ["Paris is the capital of France.", " The Seine river flows through it."]],
+                    ["Museum", ["A museum keeps objects; the capital has many."]]
+                ]
+            },
+            {
+                "_id": "h2",
+                "question": "Who wrote it?",
+                "answer": "nobody",
+                "type": "bridge",
+                "supporting_facts": [["Missing", 0]],
+                "context": [["Tea", ["Tea is a drink."]]]
+            }
+        ]);
+        let path = dir.join("hotpot.json");
+        fs::write(&path, q.to_string()).unwrap();
+        path
+    }
+
+    #[test]
+    fn hotpot_pairs_supporting_paragraphs_then_the_hardest_distractors() {
+        let tmp = TempDir::new().unwrap();
+        let path = hotpot_fixture(tmp.path());
+        let pairs = hotpot_pairs(&path, None, 2, 7).unwrap();
+        let got: Vec<(&str, f32)> = pairs.iter().map(|p| (p.source.as_str(), p.label)).collect();
+        // Supporting in context order; then the two distractors sharing most with the
+        // question ("river", "capital", "museum"), never Tea; h2 names no paragraph of
+        // its own as supporting, so it gives nothing.
+        assert_eq!(
+            got[..2],
+            [("hotpotqa:1:h1:Louvre", 1.0), ("hotpotqa:1:h1:Paris", 1.0)]
+        );
+        let negatives: HashSet<&str> = got[2..].iter().map(|(s, _)| *s).collect();
+        assert_eq!(
+            negatives,
+            HashSet::from(["hotpotqa:1:h1:Rhine", "hotpotqa:1:h1:Museum"])
+        );
+        assert!(got[2..].iter().all(|(_, l)| *l == 0.0));
+        assert_eq!(pairs.len(), 4);
+        assert_eq!(pairs[0].passage, "The Louvre is a museum in Paris.");
+        assert_eq!(
+            pairs[1].passage,
+            "Paris is the capital of France. The Seine river flows through it."
+        );
+
+        // More negatives than distractors: all three, the one sharing no term last.
+        let all = hotpot_pairs(&path, None, 10, 7).unwrap();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[4].source, "hotpotqa:1:h1:Tea");
+        // No negatives: positives only, which check_pairs refuses as one class.
+        let only = hotpot_pairs(&path, None, 0, 7).unwrap();
+        assert_eq!(only.len(), 2);
+        assert!(check_pairs(&only).is_err());
+        // Deterministic.
+        assert_eq!(hotpot_pairs(&path, None, 2, 7).unwrap(), pairs);
+    }
+
+    #[test]
+    fn hotpot_pairs_honour_the_question_range_and_refuse_bad_input() {
+        let tmp = TempDir::new().unwrap();
+        let path = hotpot_fixture(tmp.path());
+        assert_eq!(hotpot_pairs(&path, Some((1, 1)), 2, 7).unwrap().len(), 4);
+        assert!(hotpot_pairs(&path, Some((2, 2)), 2, 7).unwrap().is_empty());
+        let e = hotpot_pairs(&path, Some((3, 4)), 2, 7).unwrap_err();
+        assert!(matches!(e, EvalError::InvalidSelection { .. }), "{e}");
+        assert!(e.to_string().contains("the file has 2 question(s)"), "{e}");
+
+        let missing = tmp.path().join("none.json");
+        assert!(matches!(
+            hotpot_pairs(&missing, None, 2, 7).unwrap_err(),
+            EvalError::MissingFile { .. }
+        ));
+        let bad = tmp.path().join("bad.json");
+        fs::write(
+            &bad,
+            r#"[{"_id": "x", "answer": "a", "supporting_facts": [], "context": []}]"#,
+        )
+        .unwrap();
+        let e = hotpot_pairs(&bad, None, 2, 7).unwrap_err();
+        assert!(e.to_string().contains("question"), "{e}");
+        fs::write(&bad, "[{").unwrap();
+        assert!(hotpot_pairs(&bad, None, 2, 7).is_err());
     }
 
     // -----------------------------------------------------------------------------------

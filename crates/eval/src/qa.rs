@@ -132,6 +132,44 @@ impl QaSet {
     pub fn answerable(&self) -> usize {
         self.questions.iter().filter(|q| q.answerable).count()
     }
+
+    /// Keeps only the questions numbered `first..=last` (1-based, in file order; a `last`
+    /// past the end keeps to the end) and the passages they name: for HotpotQA, where
+    /// every question brings its own paragraphs, a range of questions is what a range of
+    /// articles is for SQuAD.
+    ///
+    /// # Errors
+    /// [`EvalError::InvalidSelection`] (path `questions`) when `first` is 0 or past the
+    /// last question, or `last < first`.
+    pub fn keep_questions(&mut self, first: usize, last: usize) -> Result<(), EvalError> {
+        if first == 0 || last < first || first > self.questions.len() {
+            return Err(EvalError::InvalidSelection {
+                path: PathBuf::from(&self.name),
+                message: format!(
+                    "questions {first}-{last} asked (1-based, first ≤ last), but the set has {}",
+                    self.questions.len()
+                ),
+            });
+        }
+        self.questions.truncate(last);
+        self.questions.drain(..first - 1);
+        let named: HashSet<&str> = self
+            .questions
+            .iter()
+            .flat_map(|q| q.passages.iter().map(String::as_str))
+            .collect();
+        let keep: Vec<bool> = self
+            .passages
+            .iter()
+            .map(|p| named.contains(p.id.as_str()))
+            .collect();
+        let mut i = 0;
+        self.passages.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+        Ok(())
+    }
 }
 
 /// File names [`load_qa`] looks for in a folder.
@@ -1877,6 +1915,45 @@ mod tests {
             .into_iter()
             .map(|(s, e)| chars[s..e].iter().collect())
             .collect()
+    }
+
+    #[test]
+    fn keep_questions_keeps_a_range_and_only_its_passages() {
+        let q = |id: &str, passages: &[&str]| QaQuestion {
+            id: id.to_string(),
+            question: format!("{id}?"),
+            answers: vec!["x".to_string()],
+            answerable: true,
+            supporting: Vec::new(),
+            passages: passages.iter().map(|p| p.to_string()).collect(),
+            kind: "bridge".to_string(),
+            counterfactual: Vec::new(),
+            counterfactual_passages: Vec::new(),
+            aspects: Vec::new(),
+        };
+        let p = |id: &str| QaPassage {
+            id: id.to_string(),
+            title: id.to_string(),
+            text: id.to_string(),
+            sentences: Vec::new(),
+        };
+        let mut set = empty_set("hotpotqa");
+        set.passages = vec![p("A"), p("B"), p("C"), p("D")];
+        set.questions = vec![q("1", &["A", "B"]), q("2", &["B", "C"]), q("3", &["D"])];
+        let mut two = set.clone();
+        two.keep_questions(2, 2).unwrap();
+        assert_eq!(two.questions.len(), 1);
+        assert_eq!(two.questions[0].id, "2");
+        let ids: Vec<&str> = two.passages.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["B", "C"]);
+        let mut tail = set.clone();
+        tail.keep_questions(2, 99).unwrap();
+        assert_eq!(tail.questions.len(), 2);
+        assert_eq!(tail.passages.len(), 3);
+        for (a, b) in [(0, 1), (4, 5), (2, 1)] {
+            let e = set.clone().keep_questions(a, b).unwrap_err();
+            assert!(e.to_string().contains("but the set has 3"), "{e}");
+        }
     }
 
     #[test]
