@@ -444,6 +444,38 @@ pub fn linked_by<'a>(
         .map(|(_, t, _)| (t.as_str(), subject))
 }
 
+/// The title of CORRECT evidence `correct` holds from another document whose subject (at
+/// least four characters) `text` names as a whole phrase while `question` does not, and
+/// that subject: the bridge entity the first hop of a multi-hop question found ("the
+/// university whose main campus is in Lawrence" → *University of Kansas*), named by the
+/// paragraph that answers the second hop (*Kansas Song*: "the fight song of the University
+/// of Kansas"). The converse of [`linked_by`]. A subject the question names is no
+/// finding: every chunk matching the question names it.
+pub fn names_found<'a>(
+    correct: &'a [(String, String, String)],
+    g: &Graded,
+    text: &str,
+    question: &str,
+) -> Option<(&'a str, &'a str)> {
+    let question = question.to_lowercase();
+    correct
+        .iter()
+        .filter(|(d, t, _)| d != &g.doc && t != &g.title)
+        .map(|(_, t, _)| (t.as_str(), subject_of(t)))
+        .find(|(_, s)| {
+            s.chars().count() >= 4 && !question.contains(&s.to_lowercase()) && names(text, s)
+        })
+}
+
+/// Whether `text` holds `phrase` with no letter or digit on either side.
+fn names(text: &str, phrase: &str) -> bool {
+    text.match_indices(phrase).any(|(i, m)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + m.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
 /// The numbers in a text, thousands separators removed ("21,196 km" → "21196"): a
 /// sentence and its evidence, or two sources, that disagree on them contradict.
 pub fn numbers(text: &str) -> std::collections::HashSet<String> {
@@ -614,6 +646,62 @@ pub fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_naming_what_correct_evidence_is_about_is_linked_unless_the_question_names_it() {
+        let g = Graded {
+            doc: "d2".into(),
+            ordinal: 0,
+            title: "Kansas Song".into(),
+            verdict: Verdict::Ambiguous,
+            score: 0.6,
+            retrieval_score: 1.0,
+            reason: String::new(),
+            query: String::new(),
+            iteration: 1,
+        };
+        let correct = vec![
+            (
+                "d1".to_string(),
+                "University of Kansas".to_string(),
+                "…".to_string(),
+            ),
+            (
+                "d3".to_string(),
+                "Lawrence, Kansas".to_string(),
+                "…".to_string(),
+            ),
+        ];
+        let text = "Kansas Song is a fight song of the University of Kansas.";
+        let q = "What is the fight song of the university whose campus is in Lawrence, Kansas?";
+        assert_eq!(
+            names_found(&correct, &g, text, q),
+            Some(("University of Kansas", "University of Kansas"))
+        );
+        // Named by the question: no finding.
+        let q2 = "What is the fight song of the University of Kansas?";
+        assert_eq!(names_found(&correct, &g, text, q2), None);
+        // Inside a longer word it is not named; nor is the chunk's own document.
+        assert_eq!(
+            names_found(&correct, &g, "The University of Kansasville song.", q),
+            None
+        );
+        let own = vec![("d2".to_string(), "Kaiser".to_string(), String::new())];
+        assert_eq!(names_found(&own, &g, "Kaiser Kaiser", q), None);
+        // A title's parenthetical is not part of the subject; short subjects never link.
+        let films = vec![
+            (
+                "d4".to_string(),
+                "Ed Wood (film)".to_string(),
+                String::new(),
+            ),
+            ("d5".to_string(), "Ayr".to_string(), String::new()),
+        ];
+        assert_eq!(
+            names_found(&films, &g, "Ed Wood, the director, was from Ayr.", q),
+            Some(("Ed Wood (film)", "Ed Wood"))
+        );
+    }
 
     #[test]
     fn wrapped_lines_are_one_sentence() {

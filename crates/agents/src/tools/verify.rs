@@ -13,7 +13,8 @@ use neuralcore_engine::{SearchMode, SearchOptions};
 use serde_json::json;
 
 use crate::crag::{
-    kept_texts, latest, linked_by, run_input, sentences, write_rounded, Graded, Verdict,
+    kept_texts, latest, linked_by, names_found, run_input, sentences, write_rounded, Graded,
+    Verdict,
 };
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
@@ -97,6 +98,10 @@ impl Tool for VerifyTool {
         // chunk's subject (its document's title) vouches that it is on topic — the
         // bridge paragraph of a multi-hop question.
         let kept = kept_texts(store, &verdicts, |g| g.verdict.kept())?;
+        // The other way round: a chunk that names what CORRECT evidence of another
+        // document is about, when the question does not name it, answers the next hop.
+        // Only CORRECT evidence counts, so links do not chain through verified ones.
+        let correct = kept_texts(store, &verdicts, |g| g.verdict == Verdict::Correct)?;
         let sides = crate::planner::comparison_sides(&question);
         let (mut verified, mut dropped, mut revived) = (0, 0, 0);
         for &i in &pending {
@@ -138,6 +143,17 @@ impl Tool for VerifyTool {
                             ));
                         }
                     }
+                }
+            }
+            if outcome.is_none() {
+                if let Some((t, found)) = names_found(&correct, &g, &chunk.text, &question) {
+                    outcome = Some((
+                        Verdict::Verified,
+                        format!(
+                            "linked: names {found:?}, which kept evidence from {t:?} is about \
+                             and the question does not name"
+                        ),
+                    ));
                 }
             }
             if outcome.is_none() && corroborate {
