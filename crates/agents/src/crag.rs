@@ -467,6 +467,18 @@ pub fn names_found<'a>(
         })
 }
 
+/// The side of a comparison (`sides`, from [`crate::planner::comparison_sides`]) that
+/// `title`'s subject (at least four characters) is about: such a chunk is what the user
+/// asked for, whatever its score.
+pub fn compared_side<'a>(sides: Option<&(String, String)>, title: &'a str) -> Option<&'a str> {
+    let subject = subject_of(title);
+    let (a, b) = sides?;
+    let named = |side: &str| {
+        side.eq_ignore_ascii_case(subject) || side.to_lowercase().contains(&subject.to_lowercase())
+    };
+    (subject.chars().count() >= 4 && (named(a) || named(b))).then_some(subject)
+}
+
 /// Whether `text` holds `phrase` with no letter or digit on either side.
 fn names(text: &str, phrase: &str) -> bool {
     text.match_indices(phrase).any(|(i, m)| {
@@ -646,6 +658,26 @@ pub fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_about_a_compared_side_is_named_by_the_question() {
+        let sides = crate::planner::comparison_sides(
+            "Which act has a higher instrument to person ratio, Badly Drawn Boy or Wolf Alice?",
+        );
+        assert!(sides.is_some());
+        assert_eq!(
+            compared_side(sides.as_ref(), "Badly Drawn Boy (musician)"),
+            Some("Badly Drawn Boy")
+        );
+        assert_eq!(
+            compared_side(sides.as_ref(), "Wolf Alice"),
+            Some("Wolf Alice")
+        );
+        assert_eq!(compared_side(sides.as_ref(), "Mercury Prize"), None);
+        // Too short a subject, or no comparison at all.
+        assert_eq!(compared_side(sides.as_ref(), "Boy"), None);
+        assert_eq!(compared_side(None, "Wolf Alice"), None);
+    }
 
     #[test]
     fn a_chunk_naming_what_correct_evidence_is_about_is_linked_unless_the_question_names_it() {

@@ -10,7 +10,8 @@ use neuralcore_core::parse_doc_id;
 use serde_json::json;
 
 use crate::crag::{
-    kept_texts, latest, linked_by, run_input, write_rounded, Candidate, Graded, Verdict,
+    compared_side, kept_texts, latest, linked_by, run_input, write_rounded, Candidate, Graded,
+    Verdict,
 };
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
@@ -217,16 +218,23 @@ impl Tool for GradeTool {
             }
         }
         // A chunk the scores rejected, about a subject that kept evidence from another
-        // document names (the bridge of a multi-hop question), is not rejected outright:
-        // it goes to verification, which checks that link.
+        // document names (the bridge of a multi-hop question) or about a side of the
+        // comparison the question asks for, is not rejected outright: it goes to
+        // verification, which checks that link.
         if !switches.no_grade {
             let kept = kept_texts(store, &verdicts, |g| g.verdict == Verdict::Correct)?;
+            let sides = crate::planner::comparison_sides(&question);
             for g in verdicts
                 .iter_mut()
                 .filter(|g| g.verdict == Verdict::Incorrect && g.iteration == iteration)
             {
-                if let Some((t, subject)) = linked_by(&kept, g) {
-                    let reason = format!("{}; but kept evidence from {t:?} names {subject:?}", g.reason);
+                let why = match linked_by(&kept, g) {
+                    Some((t, subject)) => Some(format!("kept evidence from {t:?} names {subject:?}")),
+                    None => compared_side(sides.as_ref(), &g.title)
+                        .map(|side| format!("the question compares {side:?}")),
+                };
+                if let Some(why) = why {
+                    let reason = format!("{}; but {why}", g.reason);
                     g.verdict = Verdict::Ambiguous;
                     g.reason = reason;
                     counts[1] += 1;

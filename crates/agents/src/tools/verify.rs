@@ -13,8 +13,8 @@ use neuralcore_engine::{SearchMode, SearchOptions};
 use serde_json::json;
 
 use crate::crag::{
-    kept_texts, latest, linked_by, names_found, run_input, sentences, write_rounded, Graded,
-    Verdict,
+    compared_side, kept_texts, latest, linked_by, names_found, run_input, sentences,
+    write_rounded, Graded, Verdict,
 };
 use crate::grader::Grader;
 use crate::tool::{CostClass, Output, Tool, ToolContext, ToolError, ToolSpec};
@@ -131,17 +131,11 @@ impl Tool for VerifyTool {
                 // A comparison names its sides: a chunk about one of them is what the
                 // user asked for.
                 if outcome.is_none() {
-                    if let Some((a, b)) = &sides {
-                        let named = |side: &str| {
-                            side.eq_ignore_ascii_case(subject)
-                                || side.to_lowercase().contains(&subject.to_lowercase())
-                        };
-                        if named(a) || named(b) {
-                            outcome = Some((
-                                Verdict::Verified,
-                                format!("linked: the question compares {subject:?}"),
-                            ));
-                        }
+                    if let Some(subject) = compared_side(sides.as_ref(), &g.title) {
+                        outcome = Some((
+                            Verdict::Verified,
+                            format!("linked: the question compares {subject:?}"),
+                        ));
                     }
                 }
             }
