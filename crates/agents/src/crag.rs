@@ -444,24 +444,25 @@ pub fn linked_by<'a>(
         .map(|(_, t, _)| (t.as_str(), subject))
 }
 
-/// The title of CORRECT evidence `correct` holds from another document whose subject (at
-/// least four characters) `text` names as a whole phrase while `question` does not, and
-/// that subject: the bridge entity the first hop of a multi-hop question found ("the
+/// The title of a CORRECT verdict among `verdicts`, of another document, whose subject
+/// (at least four characters) `text` names as a whole phrase while `question` does not,
+/// and that subject: the bridge entity the first hop of a multi-hop question found ("the
 /// university whose main campus is in Lawrence" → *University of Kansas*), named by the
 /// paragraph that answers the second hop (*Kansas Song*: "the fight song of the University
-/// of Kansas"). The converse of [`linked_by`]. A subject the question names is no
-/// finding: every chunk matching the question names it.
+/// of Kansas"). The converse of [`linked_by`]; only titles are read, so no chunk is
+/// loaded. A subject the question names is no finding: every chunk matching the question
+/// names it.
 pub fn names_found<'a>(
-    correct: &'a [(String, String, String)],
+    verdicts: &'a [Graded],
     g: &Graded,
     text: &str,
     question: &str,
 ) -> Option<(&'a str, &'a str)> {
     let question = question.to_lowercase();
-    correct
+    verdicts
         .iter()
-        .filter(|(d, t, _)| d != &g.doc && t != &g.title)
-        .map(|(_, t, _)| (t.as_str(), subject_of(t)))
+        .filter(|v| v.verdict == Verdict::Correct && v.doc != g.doc && v.title != g.title)
+        .map(|v| (v.title.as_str(), subject_of(&v.title)))
         .find(|(_, s)| {
             s.chars().count() >= 4 && !question.contains(&s.to_lowercase()) && names(text, s)
         })
@@ -692,18 +693,17 @@ mod tests {
             query: String::new(),
             iteration: 1,
         };
-        let correct = vec![
-            (
-                "d1".to_string(),
-                "University of Kansas".to_string(),
-                "…".to_string(),
-            ),
-            (
-                "d3".to_string(),
-                "Lawrence, Kansas".to_string(),
-                "…".to_string(),
-            ),
-        ];
+        let correct_of = |docs: &[(&str, &str)]| -> Vec<Graded> {
+            docs.iter()
+                .map(|(d, t)| Graded {
+                    doc: d.to_string(),
+                    title: t.to_string(),
+                    verdict: Verdict::Correct,
+                    ..g.clone()
+                })
+                .collect()
+        };
+        let correct = correct_of(&[("d1", "University of Kansas"), ("d3", "Lawrence, Kansas")]);
         let text = "Kansas Song is a fight song of the University of Kansas.";
         let q = "What is the fight song of the university whose campus is in Lawrence, Kansas?";
         assert_eq!(
@@ -718,17 +718,10 @@ mod tests {
             names_found(&correct, &g, "The University of Kansasville song.", q),
             None
         );
-        let own = vec![("d2".to_string(), "Kaiser".to_string(), String::new())];
+        let own = correct_of(&[("d2", "Kaiser")]);
         assert_eq!(names_found(&own, &g, "Kaiser Kaiser", q), None);
         // A title's parenthetical is not part of the subject; short subjects never link.
-        let films = vec![
-            (
-                "d4".to_string(),
-                "Ed Wood (film)".to_string(),
-                String::new(),
-            ),
-            ("d5".to_string(), "Ayr".to_string(), String::new()),
-        ];
+        let films = correct_of(&[("d4", "Ed Wood (film)"), ("d5", "Ayr")]);
         assert_eq!(
             names_found(&films, &g, "Ed Wood, the director, was from Ayr.", q),
             Some(("Ed Wood (film)", "Ed Wood"))

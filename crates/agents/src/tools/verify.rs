@@ -98,10 +98,6 @@ impl Tool for VerifyTool {
         // chunk's subject (its document's title) vouches that it is on topic — the
         // bridge paragraph of a multi-hop question.
         let kept = kept_texts(store, &verdicts, |g| g.verdict.kept())?;
-        // The other way round: a chunk that names what CORRECT evidence of another
-        // document is about, when the question does not name it, answers the next hop.
-        // Only CORRECT evidence counts, so links do not chain through verified ones.
-        let correct = kept_texts(store, &verdicts, |g| g.verdict == Verdict::Correct)?;
         let sides = crate::planner::comparison_sides(&question);
         let (mut verified, mut dropped, mut revived) = (0, 0, 0);
         for &i in &pending {
@@ -139,8 +135,12 @@ impl Tool for VerifyTool {
                     }
                 }
             }
+            // The other way round: a chunk that names what CORRECT evidence of another
+            // document is about, when the question does not name it, answers the next
+            // hop. Only CORRECT evidence counts (no pending chunk is CORRECT, so settling
+            // them changes nothing here), so links do not chain through verified ones.
             if outcome.is_none() {
-                if let Some((t, found)) = names_found(&correct, &g, &chunk.text, &question) {
+                if let Some((t, found)) = names_found(&verdicts, &g, &chunk.text, &question) {
                     outcome = Some((
                         Verdict::Verified,
                         format!(
