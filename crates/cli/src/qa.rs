@@ -16,9 +16,9 @@ use neuralcore_agents::{AskOptions, Orchestrator, Switches};
 use neuralcore_core::{parse_doc_id, DocKey};
 use neuralcore_engine::{Engine, SearchOptions};
 use neuralcore_eval::{
-    answer_contains, derive_aspects, derive_conflicts, load_qa_limited, load_squad2, qa_file,
-    read_qa_lines, render_side_by_side, score, score_lines, BeirDataset, Citation, DeriveOptions,
-    EngineAspect, QaLine, QaOutcome, QaReport, QaSet,
+    answer_contains, derive_aspects, derive_conflicts, load_qa_selected, qa_file, read_qa_lines,
+    render_side_by_side, score, score_lines, BeirDataset, Citation, DeriveOptions, EngineAspect,
+    QaLine, QaOutcome, QaReport, QaSet,
 };
 
 /// One configuration of the loop to evaluate.
@@ -116,21 +116,8 @@ pub fn external_ids(engine: &Engine, collection: &str) -> Result<HashMap<DocKey,
 /// Load a QA set: SQuAD 2.0 with an article range, HotpotQA with a question range (each
 /// question brings its own paragraphs, so it is its own article) and a question limit.
 pub fn load(path: &Path, articles: Option<&str>, limit: Option<usize>) -> Result<QaSet> {
-    let mut set = match articles {
-        Some(r) => {
-            let range = parse_range(r)?;
-            let file = qa_file(path)?;
-            let set = load_qa_limited(&file, Some(*range.end()))?;
-            if set.name == "hotpotqa" {
-                let mut set = set;
-                set.keep_questions(*range.start(), *range.end())?;
-                set
-            } else {
-                load_squad2(&file, Some(range))?
-            }
-        }
-        None => load_qa_limited(path, limit)?,
-    };
+    let selection = articles.map(parse_range).transpose()?;
+    let mut set = load_qa_selected(path, selection, limit)?;
     if let Some(n) = limit {
         set.questions.truncate(n);
     }

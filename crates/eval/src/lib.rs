@@ -79,8 +79,9 @@ pub use metrics::{
 pub use pairs::{beir_pairs, check_pairs, hotpot_pairs, read_pairs, squad_pairs, Pair};
 pub use qa::{
     answer_contains, answer_fragments, answer_sentences, aspects_answered, citation_correct,
-    conflict_outcome, load_hotpotqa, load_qa, load_qa_limited, load_squad2, normalize_answer,
-    qa_file, read_qa_lines, render_side_by_side, score, score_lines, split_sentences,
-    strip_citation_markers, write_corpus_jsonl, Aspect, Citation, ConflictOutcome, EngineAspect,
-    QaLine, QaOutcome, QaPassage, QaQuestion, QaReport, QaSet, Support, KNOWN_QA_FILES,
+    conflict_outcome, load_hotpotqa, load_qa, load_qa_limited, load_qa_selected, load_squad2,
+    normalize_answer, qa_file, read_qa_lines, render_side_by_side, score, score_lines,
+    split_sentences, strip_citation_markers, write_corpus_jsonl, Aspect, Citation, ConflictOutcome,
+    EngineAspect, QaLine, QaOutcome, QaPassage, QaQuestion, QaReport, QaSet, Support,
+    KNOWN_QA_FILES,
 };

@@ -250,6 +250,22 @@ pub fn load_qa(path: &Path) -> Result<QaSet, EvalError> {
 /// # Errors
 /// As [`load_qa`].
 pub fn load_qa_limited(path: &Path, limit: Option<usize>) -> Result<QaSet, EvalError> {
+    load_qa_selected(path, None, limit)
+}
+
+/// [`load_qa_limited`] with a 1-based, inclusive selection read from the file once: on
+/// SQuAD a range of articles (as [`load_squad2`]), on HotpotQA a range of questions,
+/// each bringing only its own paragraphs (as [`QaSet::keep_questions`]). `limit` caps
+/// the questions of a HotpotQA file read when there is no selection.
+///
+/// # Errors
+/// As [`load_qa`]; [`EvalError::InvalidSelection`] when the range is reversed, starts
+/// at 0 or goes past the file.
+pub fn load_qa_selected(
+    path: &Path,
+    selection: Option<RangeInclusive<usize>>,
+    limit: Option<usize>,
+) -> Result<QaSet, EvalError> {
     let file = qa_file(path)?;
     let root = read_json(&file)?;
     let is_squad = root.get("data").is_some_and(Value::is_array);
@@ -259,9 +275,16 @@ pub fn load_qa_limited(path: &Path, limit: Option<usize>) -> Result<QaSet, EvalE
             .is_some_and(|q| q.get("supporting_facts").is_some() && q.get("context").is_some())
     });
     if is_squad {
-        squad_from_value(&file, &root, None)
+        squad_from_value(&file, &root, selection)
     } else if is_hotpot {
-        hotpot_from_value(&file, &root, limit)
+        match selection {
+            None => hotpot_from_value(&file, &root, limit),
+            Some(r) => {
+                let mut set = hotpot_from_value(&file, &root, Some(*r.end()))?;
+                set.keep_questions(*r.start(), *r.end())?;
+                Ok(set)
+            }
+        }
     } else {
         Err(EvalError::UnknownFormat {
             path: file,

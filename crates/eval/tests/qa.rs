@@ -8,9 +8,9 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use neuralcore_eval::{
-    answer_contains, citation_correct, load_hotpotqa, load_qa, load_squad2, normalize_answer,
-    render_side_by_side, score, write_corpus_jsonl, Citation, EvalError, QaOutcome, QaPassage,
-    QaQuestion, QaReport, QaSet, Support,
+    answer_contains, citation_correct, load_hotpotqa, load_qa, load_qa_selected, load_squad2,
+    normalize_answer, render_side_by_side, score, write_corpus_jsonl, Citation, EvalError,
+    QaOutcome, QaPassage, QaQuestion, QaReport, QaSet, Support,
 };
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -454,6 +454,59 @@ fn squad_loader_on_a_small_file() {
         );
         assert!(err.to_string().contains("has 2 articles"), "{err}");
     }
+}
+
+/// One read of the file, the format detected, the selection by article on SQuAD and by
+/// question on HotpotQA (each question with only its own paragraphs); bad ranges name
+/// what the file has.
+#[test]
+fn selection_is_by_article_on_squad_and_by_question_on_hotpotqa() {
+    let tmp = TempDir::new().unwrap();
+    let squad = write(&tmp, "s.json", &squad_doc().to_string());
+    let second = load_qa_selected(&squad, Some(2..=2), None).unwrap();
+    assert_eq!(second.name, "squad2");
+    let ids: Vec<&str> = second.passages.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["squad2:1:0"]);
+    assert_eq!(second.questions.len(), 1);
+    assert_eq!(
+        load_qa_selected(&squad, None, None).unwrap().passages.len(),
+        2
+    );
+    let err = load_qa_selected(&squad, Some(2..=3), None).unwrap_err();
+    assert!(err.to_string().contains("has 2 articles"), "{err}");
+
+    let hotpot = json!([
+        {"_id": "h1", "question": "Q1?", "answer": "x", "type": "bridge",
+         "supporting_facts": [["A", 0]], "context": [["A", ["A one."]], ["B", ["B one."]]]},
+        {"_id": "h2", "question": "Q2?", "answer": "y", "type": "bridge",
+         "supporting_facts": [["C", 0]], "context": [["B", ["B one."]], ["C", ["C one."]]]},
+        {"_id": "h3", "question": "Q3?", "answer": "z", "type": "bridge",
+         "supporting_facts": [["D", 0]], "context": [["D", ["D one."]]]}
+    ]);
+    let hotpot = write(&tmp, "h.json", &hotpot.to_string());
+    let two = load_qa_selected(&hotpot, Some(2..=2), None).unwrap();
+    assert_eq!(two.name, "hotpotqa");
+    assert_eq!(two.questions.len(), 1);
+    assert_eq!(two.questions[0].id, "h2");
+    let ids: Vec<&str> = two.passages.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["hotpot:B", "hotpot:C"]);
+    assert_eq!(
+        load_qa_selected(&hotpot, None, Some(2))
+            .unwrap()
+            .questions
+            .len(),
+        2
+    );
+    for bad in [0..=1, 4..=5, RangeInclusive::new(2, 1)] {
+        let err = load_qa_selected(&hotpot, Some(bad.clone()), None).unwrap_err();
+        assert!(
+            matches!(err, EvalError::InvalidSelection { .. }),
+            "{bad:?}: {err}"
+        );
+        assert!(err.to_string().contains("the set has"), "{bad:?}: {err}");
+    }
+    let err = load_qa_selected(&write(&tmp, "o.json", "{}"), Some(1..=1), None).unwrap_err();
+    assert!(matches!(err, EvalError::UnknownFormat { .. }), "{err}");
 }
 
 #[test]
