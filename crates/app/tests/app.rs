@@ -500,7 +500,14 @@ fn marked_answers_become_training_pairs_and_signal_their_memories() {
         .unwrap();
     assert_eq!((m.passages.len(), m.memories.len()), (1, 0), "{m:?}");
     let marks = app.answer_marks(&acme).unwrap();
-    assert_eq!(marks, [r.clone(), m.clone()]);
+    // Listed by mark time, ties (both marks in the same millisecond) by run id.
+    assert!(r.marked_ms <= m.marked_ms, "{r:?} {m:?}");
+    let expected = if r.marked_ms < m.marked_ms || r.run_id < m.run_id {
+        [r.clone(), m.clone()]
+    } else {
+        [m.clone(), r.clone()]
+    };
+    assert_eq!(marks, expected);
     let f = app.feedback(&acme).unwrap();
     let from_marks: Vec<_> = f
         .pairs
